@@ -41,7 +41,6 @@ describe('wgpu options from the environment', () => {
     });
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_FUSED_COLUMNS: '4' })).toEqual({ fusedColumns: 4 });
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_QUANT_COLUMNS: '2' })).toEqual({ quantColumns: 2 });
-    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_QUANT_PREFETCH: '2' })).toEqual({ quantPrefetch: 2 });
     expect(wgpuOptionsFromEnvironment({ RAYO_QGEMV_ACTIVATIONS: 'f32' })).toEqual({
       qgemvActivations: 'f32',
     });

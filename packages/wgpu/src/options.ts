@@ -66,7 +66,6 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   f16AttentionTile: true,
   fusedColumns: true,
   quantColumns: true,
-  quantPrefetch: true,
   qgemvActivations: true,
   attentionChunk: true,
   qgemvVariant: true,

@@ -78,14 +78,6 @@ export const QUANT_COLUMN_CHOICES = [1, 2, 4] as const;
 export type QuantColumns = (typeof QUANT_COLUMN_CHOICES)[number];
 
 /**
- * Tiles ahead that each invocation of the streaming quantized product loads
- * its code words (kernels/quantized.ts): 2 keeps twice the bytes in flight
- * for as many more registers.
- */
-export const QUANT_PREFETCH_CHOICES = [1, 2] as const;
-export type QuantPrefetch = (typeof QUANT_PREFETCH_CHOICES)[number];
-
-/**
  * The wgpu backend's tuning switches, for measurements and checks: each has
  * a measured default, which leaving it out keeps. Kernels read them from
  * their encoder.
@@ -109,8 +101,6 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly fusedColumns?: FusedColumns;
   /** Columns a group of the streaming quantized product takes (see QUANT_COLUMN_CHOICES); absent, picked by size. */
   readonly quantColumns?: QuantColumns;
-  /** Tiles ahead the streaming quantized product loads its words (see QUANT_PREFETCH_CHOICES); absent, 1. */
-  readonly quantPrefetch?: QuantPrefetch;
   /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
   readonly qgemvActivations?: QgemvActivations;
   /** Tokens a chunk of the decode attention's split pass holds (see ATTENTION_CHUNK_CHOICES); absent, picked by length. */
@@ -125,7 +115,6 @@ export interface WgpuTuning extends QgemvTuning {
   readonly f16AttentionTile: F16AttentionTileName | undefined;
   readonly fusedColumns: FusedColumns | undefined;
   readonly quantColumns: QuantColumns | undefined;
-  readonly quantPrefetch: QuantPrefetch | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly attentionChunk: AttentionChunk | undefined;
 }
@@ -140,7 +129,6 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   f16AttentionTile: undefined,
   fusedColumns: undefined,
   quantColumns: undefined,
-  quantPrefetch: undefined,
   qgemvActivations: undefined,
   attentionChunk: undefined,
 };
@@ -171,10 +159,6 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     quantColumns: checkChoice(options.quantColumns, QUANT_COLUMN_CHOICES, {
       operation: CREATE,
       argument: 'quantColumns',
-    }),
-    quantPrefetch: checkChoice(options.quantPrefetch, QUANT_PREFETCH_CHOICES, {
-      operation: CREATE,
-      argument: 'quantPrefetch',
     }),
     qgemvActivations: checkChoice(options.qgemvActivations, QGEMV_ACTIVATION_CHOICES, {
       operation: CREATE,

@@ -2,9 +2,11 @@ import {
   FLOAT,
   InvalidArgumentError,
   isQgemvFormat,
+  type QuantActivations,
   type QuantFormat,
   quantizedMatmul,
   quantLayout,
+  takesInt8Activations,
 } from '@rayo/core';
 import {
   type AnyWgpuKernel,
@@ -16,7 +18,7 @@ import {
 } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { type ProductPiece, productPieces } from '../rowPieces.js';
-import type { QuantColumns, QuantPrefetch } from '../tuning.js';
+import type { QuantColumns } from '../tuning.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
 import { NIBBLES_F32 } from '../wgsl/codeFloats.js';
 import { GROUP_SUMS_END, groupSumsOrElse, SUBGROUP_BUILTINS } from '../wgsl/groupSums.js';
@@ -103,13 +105,11 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   /** x staged as int8 blocks and summed by dot4I8Packed (quantizedStreamInt8.ts): 4- and 8-bit codes only. */
   readonly int8: boolean;
   /**
-   * A gate·up pair in one pass (cols 2, f32 x): group g's column 0 is row g of the gate's
+   * A gate·up pair in one pass (cols 2): group g's column 0 is row g of the gate's
    * weight, column 1 the same row of the up weight (bound after the gate's as packed_u, …),
    * and y = silu(gate) · up; no c.
    */
   readonly pair?: boolean;
-  /** Tiles ahead each invocation loads its words (QUANT_PREFETCH_CHOICES; absent, 1). */
-  readonly prefetch?: QuantPrefetch;
   /** The up product of a gate·up pair: y = silu(c) · (x · Wᵀ), c the gate's product (quantizedGateUpParts.ts). */
   readonly gated?: boolean;
 }
@@ -288,16 +288,13 @@ export function quantStreamShader(v: QuantStreamVariant) {
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
   // Each u32 word's x is read from the tile once, for every column.
   const xUnits = word.units === 2 ? ['2u * j', '2u * j + 1u'] : ['j'];
-  if (v.pair && (v.cols !== 2 || v.int8 || v.gated || !grouped)) {
-    throw new InvalidArgumentError(
-      'a gate·up pair shader takes 2 columns of a group-scaled format on f32 x',
-      {
-        operation: quantizedMatmul.name,
-        argument: 'variant',
-        expected: 'cols 2, f32 x, no gate, group scales',
-        actual: `cols ${v.cols}, int8 ${v.int8}, gated ${v.gated === true}, format ${v.format}`,
-      },
-    );
+  if (v.pair && (v.cols !== 2 || v.gated || !grouped)) {
+    throw new InvalidArgumentError('a gate·up pair shader takes 2 columns of a group-scaled format', {
+      operation: quantizedMatmul.name,
+      argument: 'variant',
+      expected: 'cols 2, no gate, group scales',
+      actual: `cols ${v.cols}, gated ${v.gated === true}, format ${v.format}`,
+    });
   }
   if (v.int8 && !streamsInt8(v.format)) {
     throw new InvalidArgumentError('int8 activations take 4- or 8-bit codes without high bits', {
@@ -385,11 +382,9 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
         : []),
     ]);
   const prefetched = wordLoads('let next_', 'next');
-  const ahead = (v.prefetch ?? 1) === 2;
-  // Prefetch 2: the words of the tile after the next wait in ahead_*, loaded while this tile is summed.
   const advance = prefetched.map((line) => {
     const name = line.slice('let next_'.length, line.indexOf(' ='));
-    return ahead ? `${name} = ahead_${name}; ahead_${name} = next_${name};` : `${name} = next_${name};`;
+    return `${name} = next_${name};`;
   });
   // Lane 0 of each group stores its columns of every row from the group's sums (acc{r}_{c}).
   // A pair: each row's gate (column 0) and up (column 1) sums, normed alike, give silu(gate) · up.
@@ -452,17 +447,17 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${ahead ? '/p2' : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
       if (v.subgroups) module.enable('subgroups');
       declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm, v.pair);
-      // int8: the tiles are packed x and block scales, xt only the sums' scratch (a value per invocation and row).
+      // int8: the tiles are packed x and each block's Σq, xt the blocks' maxima and the sums' scratch.
       module.workgroupArray('xt', 'vec4<f32>', v.int8 ? (v.rows * THREADS) / 4 : v.rows * tileUnits);
       if (v.int8) {
         module.workgroupArray('xq', 'vec4<u32>', int8Sizes.packed);
-        module.workgroupArray('xd', 'vec2<f32>', int8Sizes.blocks);
+        module.workgroupArray('xs', 'vec4<f32>', int8Sizes.blocks);
       }
       if (v.subgroups) module.workgroupVar('scattered', 'atomic<u32>');
       const weightFunctions = `${dequantFunctions(v)}
@@ -520,9 +515,8 @@ ${v.norm ? normQuad : ''}`);
   ${v.norm ? rows.map((r) => `var sq${r} = 0.0;`).join(' ') : ''}
   // Each tile's code words (and each group's scale, zero point and offset) are loaded a tile ahead.
   ${wordLoads('var ', 'lane').join('\n  ')}
-  ${ahead ? wordLoads('var ahead_', `${LANES}u + lane`).join('\n  ') : ''}
   for (var first = 0u; first < chunks; first += ${LANES}u) {
-    let next = first + ${ahead ? 2 * LANES : LANES}u + lane;
+    let next = first + ${LANES}u + lane;
     ${prefetched.join('\n    ')}
     workgroupBarrier();
     ${v.int8 ? int8Stage(layout.bits, rows, v.norm, perChunk) : stageF32}
@@ -677,7 +671,7 @@ export interface QuantWeightOperands {
 
 /**
  * Whether a gate·up pair of `m` rows goes in one pass of the streaming shader
- * (encodeQuantizedF32's `up`): f32 x, group scales, both weights' scales
+ * (encodeQuantizedF32's `up`): group scales, both weights' scales
  * stored alike, and the device binding both weights, x, y and a norm.
  */
 export function pairInOnePass(
@@ -692,7 +686,6 @@ export function pairInOnePass(
   const perWeight = 2 + (layout.zeroPoints || layout.subBlockScales ? 1 : 0) + (layout.offsets ? 1 : 0);
   return (
     streamsRows(encoder, m, format) &&
-    encoder.tuning.qgemvActivations !== 'int8' &&
     !layout.scalePerRow &&
     !layout.zeroPoints &&
     gate.scales.dtype === up.scales.dtype &&
@@ -712,6 +705,8 @@ export function streamsRows(encoder: KernelEncoder, m: number, format: QuantForm
 export interface QuantF32Attrs {
   readonly format: QuantFormat;
   readonly beta: number;
+  /** The call's `activations` attribute: 'int8' stages x as int8 blocks where the format's words allow (unless the backend's switch says otherwise). */
+  readonly activations?: QuantActivations;
   /** Only where streamsRows holds (the streaming shader's epilogue). */
   readonly gated?: boolean;
   /**
@@ -819,11 +814,13 @@ function encodeQuantizedPiece(
         norm: norm !== undefined,
         subgroups: encoder.features.has('subgroups'),
         cols,
-        // Only where the switch asks: staging x as int8 measured slower than f32 on an H200.
-        int8: !up && streamsInt8(attrs.format) && encoder.tuning.qgemvActivations === 'int8',
+        // As the call's attribute allows (or the switch forces): on an H200 int8 x took Llama-3.1-8B's
+        // Q4_K gate·up from 45.5 to 31.9 µs.
+        int8:
+          streamsInt8(attrs.format) &&
+          takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations),
         gated: attrs.gated === true,
         pair: up !== undefined,
-        prefetch: encoder.tuning.quantPrefetch ?? 1,
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,
       params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },

@@ -33,7 +33,7 @@ export const QUANTIZED_GATE_UP_KERNELS: readonly AnyWgpuKernel[] = [
               y: o.y!,
               norm: i.normWeight ? { weight: i.normWeight, eps: attrs.eps } : undefined,
             },
-            attrs.format,
+            attrs,
           );
           return;
         }

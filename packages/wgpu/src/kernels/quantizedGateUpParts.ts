@@ -1,4 +1,4 @@
-import { type QuantFormat, quantizedGateUpSwiglu } from '@rayo/core';
+import { type QuantActivations, type QuantFormat, quantizedGateUpSwiglu } from '@rayo/core';
 import type { KernelEncoder, Operand } from '../kernel.js';
 import { paramLayout } from '../params.js';
 import { ACTIVATION_FUNCTIONS_WGSL, activationWgsl } from '../wgsl/activations.js';
@@ -42,23 +42,25 @@ export function encodeGateUpInParts(
     /** An rmsNorm folded into both products (their rows streaming, see streamsRows). */
     norm?: { readonly weight: Operand; readonly eps: number } | undefined;
   },
-  format: QuantFormat,
+  attrs: { readonly format: QuantFormat; readonly activations?: QuantActivations },
 ): void {
   const { x, y } = ops;
+  const { format } = attrs;
   if (y.size === 0) return;
+  const product = { format, activations: attrs.activations, beta: 0 };
   if (pairInOnePass(encoder, x.shape[0]!, format, ops.gate, ops.up, ops.norm !== undefined)) {
-    encodeQuantizedF32(encoder, x, ops.gate, undefined, y, { format, beta: 0, up: ops.up }, ops.norm);
+    encodeQuantizedF32(encoder, x, ops.gate, undefined, y, { ...product, up: ops.up }, ops.norm);
     return;
   }
   if (streamsRows(encoder, x.shape[0]!, format)) {
     const gate = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, 'gate');
-    encodeQuantizedF32(encoder, x, ops.gate, undefined, gate, { format, beta: 0 }, ops.norm);
-    encodeQuantizedF32(encoder, x, ops.up, gate, y, { format, beta: 0, gated: true }, ops.norm);
+    encodeQuantizedF32(encoder, x, ops.gate, undefined, gate, product, ops.norm);
+    encodeQuantizedF32(encoder, x, ops.up, gate, y, { ...product, gated: true }, ops.norm);
     return;
   }
   const products = (['gate', 'up'] as const).map((name) => {
     const out = f32Scratch(encoder, y, quantizedGateUpSwiglu.name, name);
-    encodeQuantizedF32(encoder, x, ops[name], undefined, out, { format, beta: 0 }, ops.norm);
+    encodeQuantizedF32(encoder, x, ops[name], undefined, out, product, ops.norm);
     return out;
   });
   encoder.dispatch({
