@@ -66,6 +66,7 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   f16AttentionTile: true,
   fusedColumns: true,
   quantColumns: true,
+  quantResident: true,
   qgemvActivations: true,
   attentionChunk: true,
   qgemvVariant: true,

@@ -78,6 +78,14 @@ export const QUANT_COLUMN_CHOICES = [1, 2, 4] as const;
 export type QuantColumns = (typeof QUANT_COLUMN_CHOICES)[number];
 
 /**
+ * Whether the streaming quantized product stages a one-row int8 x whole,
+ * once per workgroup, where workgroup memory holds it (kernels/quantized.ts's
+ * `resident`), or tile by tile.
+ */
+export const QUANT_RESIDENT_CHOICES = ['on', 'off'] as const;
+export type QuantResident = (typeof QUANT_RESIDENT_CHOICES)[number];
+
+/**
  * The wgpu backend's tuning switches, for measurements and checks: each has
  * a measured default, which leaving it out keeps. Kernels read them from
  * their encoder.
@@ -101,6 +109,8 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly fusedColumns?: FusedColumns;
   /** Columns a group of the streaming quantized product takes (see QUANT_COLUMN_CHOICES); absent, picked by size. */
   readonly quantColumns?: QuantColumns;
+  /** A one-row int8 x staged whole (see QUANT_RESIDENT_CHOICES); absent, 'on'. */
+  readonly quantResident?: QuantResident;
   /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
   readonly qgemvActivations?: QgemvActivations;
   /** Tokens a chunk of the decode attention's split pass holds (see ATTENTION_CHUNK_CHOICES); absent, picked by length. */
@@ -115,6 +125,7 @@ export interface WgpuTuning extends QgemvTuning {
   readonly f16AttentionTile: F16AttentionTileName | undefined;
   readonly fusedColumns: FusedColumns | undefined;
   readonly quantColumns: QuantColumns | undefined;
+  readonly quantResident: QuantResident | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly attentionChunk: AttentionChunk | undefined;
 }
@@ -129,6 +140,7 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   f16AttentionTile: undefined,
   fusedColumns: undefined,
   quantColumns: undefined,
+  quantResident: undefined,
   qgemvActivations: undefined,
   attentionChunk: undefined,
 };
@@ -155,6 +167,10 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     fusedColumns: checkChoice(options.fusedColumns, FUSED_COLUMN_CHOICES, {
       operation: CREATE,
       argument: 'fusedColumns',
+    }),
+    quantResident: checkChoice(options.quantResident, QUANT_RESIDENT_CHOICES, {
+      operation: CREATE,
+      argument: 'quantResident',
     }),
     quantColumns: checkChoice(options.quantColumns, QUANT_COLUMN_CHOICES, {
       operation: CREATE,

@@ -37,7 +37,15 @@ import {
   q6kScaleFunction,
   q6kStageTile,
 } from './quantizedQ6k.js';
-import { int8Body, int8Stage, int8TileSizes, streamsInt8 } from './quantizedStreamInt8.js';
+import {
+  int8Body,
+  int8Stage,
+  int8TileSizes,
+  residentBytes,
+  residentSizes,
+  residentStage,
+  streamsInt8,
+} from './quantizedStreamInt8.js';
 import { BYTE_WORD, NIBBLE_WORD } from './quantizedStreamWord.js';
 import { SUB_BLOCK_SCALE_MIN } from './quantizedSubBlocks.js';
 
@@ -73,6 +81,8 @@ const PARAMS = paramLayout([
   ...QUANT_WEIGHT_PARAMS,
   /** Workgroups that do work (the rest of a `gridFor` grid return at once). */
   ['tiles', 'u32'],
+  /** A resident x's column sets per workgroup (see `resident`). */
+  ['sets', 'u32'],
   ['tilesN', 'u32'],
   /** A folded norm's eps (the streaming shader's `norm`). */
   ['eps', 'f32'],
@@ -112,6 +122,12 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   readonly pair?: boolean;
   /** The up product of a gate·up pair: y = silu(c) · (x · Wᵀ), c the gate's product (quantizedGateUpParts.ts). */
   readonly gated?: boolean;
+  /**
+   * One row of int8 x staged whole, once, in workgroup memory of this many code words (a power of two at
+   * least the row's, residentSizes): the groups then stream their columns' words with no barrier between
+   * tiles, each workgroup taking `sets` column sets in turn (quantizedStreamInt8.ts).
+   */
+  readonly resident?: number;
 }
 
 /**
@@ -133,6 +149,24 @@ export function quantColumnsFor(n: number, bits: number, forced: QuantColumns | 
   const choices = bits === 4 ? ([2] as const) : ([4, 2] as const);
   for (const c of choices) if (Math.ceil(n / (GROUPS * c)) >= MIN_WORKGROUPS_PER_COLUMNS) return c;
   return 1;
+}
+
+/** The most workgroups a resident x's product launches: more columns go to later column sets. */
+const MAX_RESIDENT_WORKGROUPS = 1024;
+
+/**
+ * The code words a resident x holds for rows of `rowWords` 16-byte code words (a power
+ * of two at least the row's, in whole tiles), where the switch allows and
+ * it fits the device's workgroup memory beside the sums' scratch; else
+ * undefined (the tile-by-tile staging).
+ */
+export function residentWordsFor(encoder: KernelEncoder, bits: number, rowWords: number): number | undefined {
+  if (encoder.tuning.quantResident === 'off') return undefined;
+  const words = 2 ** Math.ceil(Math.log2(Math.max(LANES, Math.ceil(rowWords / LANES) * LANES)));
+  const scratch = THREADS * 4;
+  return residentBytes(bits, words) + scratch <= encoder.limits.maxComputeWorkgroupStorageSize
+    ? words
+    : undefined;
 }
 
 /** Module-scope WGSL: the codes of a word as exact f32, a scale, a group's zero point and offset. */
@@ -305,8 +339,16 @@ export function quantStreamShader(v: QuantStreamVariant) {
     });
   }
   const int8Sizes = int8TileSizes(layout.bits, v.rows);
+  if (v.resident !== undefined && (!v.int8 || v.rows !== 1)) {
+    throw new InvalidArgumentError('a resident x is one row of int8 activations', {
+      operation: quantizedMatmul.name,
+      argument: 'variant',
+      expected: 'rows 1, int8',
+      actual: `rows ${v.rows}, int8 ${v.int8}`,
+    });
+  }
   const body = v.int8
-    ? int8Body(layout.bits, rows, columns, offsets)
+    ? int8Body(layout.bits, rows, columns, offsets, v.resident === undefined ? undefined : 'first + lane')
     : `for (var j = 0u; j < 4u; j++) {
       ${rows
         .map((r) =>
@@ -446,8 +488,44 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       : `${grouped ? `acc${name} = fma(part${name}, ${scaleOf(c)}, acc${name});` : `acc${name} += part${name};`}${
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
+  // A resident x: the row staged whole once, then each group streams its column sets' words without
+  // barriers between tiles (the lanes' sums still meet through xt where subgroups do not run in order).
+  const residentMain = () => `  let wgi = ${linearWorkgroup};
+  if (wgi >= params.tiles) { return; }
+  let lane = tid % ${LANES}u;
+  let chunks = params.rowWords / 4u;
+  let xRow0 = 0u;
+  ${v.norm ? 'var sq0 = 0.0;' : ''}
+  // Every block of the row's words in whole tiles (zeros past K), so that no lane reads an unstaged one.
+  let words = (chunks + ${LANES - 1}u) / ${LANES}u * ${LANES}u;
+  ${residentStage(layout.bits, v.norm, layout.bits === 4 ? 'words' : 'words / 2u')}
+  workgroupBarrier();
+  ${v.norm ? normReduction(rows, at) : ''}
+  for (var cs = 0u; cs < params.sets; cs++) {
+    ${
+      v.pair
+        ? `let colBase = (cs * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u;
+    let col0 = colBase; let col1 = colBase;`
+        : `let colBase = ((cs * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u) * ${v.cols}u;
+    ${columns.map((c) => `let col${c} = colBase + ${c}u;`).join(' ')}`
+    }
+    ${columns.map((c) => `let wRow${c} = min(col${c}, params.n - 1u);`).join(' ')}
+    ${accs.map((name) => `var ${name} = 0.0;`).join(' ')}
+    ${wordLoads('var ', 'lane').join('\n    ')}
+    for (var first = 0u; first < chunks; first += ${LANES}u) {
+      let next = first + ${LANES}u + lane;
+      ${prefetched.join('\n      ')}
+      ${pairs.map(({ name }) => `var part${name} = ${partZero};`).join(' ')}
+      ${body}
+      ${pairs.map(accumulate).join('\n      ')}
+      ${advance.join(' ')}
+    }
+    ${v.subgroups ? groupSumsOrElse(accs, epilogue) : ''}
+    ${tree}
+    ${epilogue}${v.subgroups ? GROUP_SUMS_END : ''}
+  }`;
   return {
-    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
+    key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.resident === undefined ? '' : `/r${v.resident}`}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
     kernel: quantizedMatmul.name,
     code: () => {
       const module = new ShaderModule();
@@ -455,7 +533,11 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       declareBindings(module, v, v.vecX ? 'vec4<f32>' : 'f32', 'vec4<u32>', v.norm, v.pair);
       // int8: the tiles are packed x and each block's Σq, xt the blocks' maxima and the sums' scratch.
       module.workgroupArray('xt', 'vec4<f32>', v.int8 ? (v.rows * THREADS) / 4 : v.rows * tileUnits);
-      if (v.int8) {
+      if (v.resident !== undefined) {
+        const sizes = residentSizes(layout.bits, v.resident);
+        module.workgroupArray('xq', 'vec4<u32>', sizes.packed);
+        module.workgroupArray('xd', 'vec2<f32>', sizes.blocks);
+      } else if (v.int8) {
         module.workgroupArray('xq', 'vec4<u32>', int8Sizes.packed);
         module.workgroupArray('xs', 'vec4<f32>', int8Sizes.blocks);
       }
@@ -491,7 +573,9 @@ ${v.norm ? normQuad : ''}`);
       return module.build(
         undefined,
         THREADS,
-        `  let wgi = ${linearWorkgroup};
+        v.resident !== undefined
+          ? residentMain()
+          : `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let lane = tid % ${LANES}u;
   ${
@@ -803,8 +887,15 @@ function encodeQuantizedPiece(
   }
   if (m <= QUANT_STREAM_MAX_ROWS) {
     // A pair: each group one output column, from a row of each weight.
-    const cols = up ? 2 : quantColumnsFor(n, quantLayout(attrs.format, 1).bits, encoder.tuning.quantColumns);
-    const tiles = Math.ceil(n / (GROUPS * (up ? 1 : cols)));
+    const cols = up ? 2 : quantColumnsFor(n, layout.bits, encoder.tuning.quantColumns);
+    const int8 =
+      streamsInt8(attrs.format) && takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations);
+    const needed = Math.ceil(n / (GROUPS * (up ? 1 : cols)));
+    const resident =
+      int8 && m === 1 ? residentWordsFor(encoder, layout.bits, layout.rowWords / 4) : undefined;
+    // A resident x: at most MAX_RESIDENT_WORKGROUPS workgroups, each taking `sets` column sets in turn.
+    const tiles = resident === undefined ? needed : Math.min(needed, MAX_RESIDENT_WORKGROUPS);
+    const sets = Math.ceil(needed / tiles);
     encoder.dispatch({
       // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.
       shader: quantStreamShader({
@@ -816,14 +907,13 @@ function encodeQuantizedPiece(
         cols,
         // As the call's attribute allows (or the switch forces): on an H200 int8 x took Llama-3.1-8B's
         // Q4_K gate·up from 45.5 to 31.9 µs.
-        int8:
-          streamsInt8(attrs.format) &&
-          takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations),
+        int8,
         gated: attrs.gated === true,
         pair: up !== undefined,
+        ...(resident === undefined ? {} : { resident }),
       }),
       buffers: norm ? [...buffers, norm.weight] : buffers,
-      params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles } },
+      params: { layout: PARAMS, values: { ...values, tiles, tilesN: tiles, sets } },
       workgroups: gridFor(tiles, encoder.limits),
     });
     return;

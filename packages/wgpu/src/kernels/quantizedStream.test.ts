@@ -170,7 +170,8 @@ for (const quantColumns of [2, 4] as const) {
 // by the backend's switches): 4-bit codes
 // with zero points and with q4k's offsets and a folded norm, int8 codes with
 // a scale per row, x read element by element and K past a whole block;
-// four tiles of words, the last partial (each tile's blocks restaged).
+// four tiles of words, the last partial (each tile's blocks restaged);
+// more columns than a resident x's workgroups take at once.
 const int8Cases: readonly (readonly [QuantFormat, number, number, number, boolean, boolean])[] = [
   ['q4k', 1, 512, 37, true, false],
   ['q4g32', 3, 96, 19, false, true],
@@ -178,39 +179,47 @@ const int8Cases: readonly (readonly [QuantFormat, number, number, number, boolea
   ['q8g32', 1, 256, 13, true, false],
   ['q4k', 1, 3328, 9, true, false],
   ['q8g32', 2, 1600, 7, false, false],
+  // 1,032 workgroups' columns: a resident x's workgroups take a second column set.
+  ['q8g32', 1, 64, 16_500, false, false],
 ];
-needsAdapter('the streaming quantized shader on int8 activations', () => {
-  // The switch takes int8 activations whatever the call's attribute says.
-  const gpuReady = createWgpuBackend({ quantColumns: 2, qgemvActivations: 'int8' });
-  afterAll(async () => (await gpuReady).dispose());
-  for (const [format, m, k, n, norm, zeroPoints] of int8Cases) {
-    it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
-      const gpu = await gpuReady;
-      const rng = new Rng(n * 7 + k + m);
-      const random = (size: number, scale = 1) =>
-        Array.from({ length: size }, () => rng.uniform(-scale, scale));
-      const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format, { zeroPoints });
-      const problem = {
-        x: random(m * k),
-        c: random(m * n),
-        weights: [weight],
-        m,
-        ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
-      };
-      const keys = pipelineKeys(gpu);
-      const run = runQuantizedProduct(gpu, problem);
-      try {
-        const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
-        expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
-        expect(keys.filter((key) => key.startsWith('quantized/stream/'))).toEqual([
-          expect.stringContaining('/int8/'),
-        ]);
-      } finally {
-        run.dispose();
-      }
-    }, 600_000);
-  }
-});
+// Each tile staged in turn, and one row's x staged whole (resident).
+for (const quantResident of ['off', 'on'] as const) {
+  const staged = quantResident === 'on' ? 'whole' : 'tile by tile';
+  needsAdapter(`the streaming quantized shader on int8 activations, x staged ${staged}`, () => {
+    // The switch takes int8 activations whatever the call's attribute says.
+    const gpuReady = createWgpuBackend({ quantColumns: 2, qgemvActivations: 'int8', quantResident });
+    afterAll(async () => (await gpuReady).dispose());
+    for (const [format, m, k, n, norm, zeroPoints] of int8Cases) {
+      // Only one row's x stays resident.
+      if (quantResident === 'on' && m > 1) continue;
+      it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
+        const gpu = await gpuReady;
+        const rng = new Rng(n * 7 + k + m);
+        const random = (size: number, scale = 1) =>
+          Array.from({ length: size }, () => rng.uniform(-scale, scale));
+        const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format, { zeroPoints });
+        const problem = {
+          x: random(m * k),
+          c: random(m * n),
+          weights: [weight],
+          m,
+          ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
+        };
+        const keys = pipelineKeys(gpu);
+        const run = runQuantizedProduct(gpu, problem);
+        try {
+          const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
+          expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
+          const stream = keys.filter((key) => key.startsWith('quantized/stream/'));
+          expect(stream).toEqual([expect.stringContaining('/int8/')]);
+          expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe(quantResident === 'on');
+        } finally {
+          run.dispose();
+        }
+      }, 600_000);
+    }
+  });
+}
 
 // The gate·up pair of the formats without a pair shader: up to 4 rows in one
 // pass of the streaming shader, each group a row of both weights (the
@@ -309,9 +318,9 @@ for (const fewBindings of [false, true]) {
         if (fewBindings) {
           expect(gpu.device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(11);
           expect(stream).toHaveLength(2);
-          expect(stream.filter((key) => key.includes('/int8/gated/'))).toHaveLength(1);
+          expect(stream.filter((key) => /\/int8\/(r\d+\/)?gated\//.test(key))).toHaveLength(1);
         } else {
-          expect(stream).toEqual([expect.stringContaining('/int8/pair/')]);
+          expect(stream).toEqual([expect.stringMatching(/\/int8\/(r\d+\/)?pair\//)]);
         }
       } finally {
         run.dispose();

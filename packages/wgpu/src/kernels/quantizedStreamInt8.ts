@@ -88,6 +88,72 @@ export function int8Stage(bits: number, rows: readonly number[], norm: boolean, 
     }`;
 }
 
+/**
+ * Workgroup memory of a resident x (the whole row staged once, see
+ * quantized.ts's `resident`) of `words` code words: packed x (vec4<u32>) and
+ * (d, d · Σq) per block (vec2<f32>).
+ */
+export function residentSizes(bits: number, words: number): { packed: number; blocks: number } {
+  return bits === 4 ? { packed: 2 * words, blocks: words } : { packed: words, blocks: words / 2 };
+}
+
+/** Bytes of workgroup memory a resident x of `words` code words takes (residentSizes). */
+export function residentBytes(bits: number, words: number): number {
+  const { packed, blocks } = residentSizes(bits, words);
+  return 16 * packed + 8 * blocks;
+}
+
+/**
+ * WGSL: the whole row of x (row 0) staged as int8 blocks, block b by
+ * invocation b % 256 (a block's 32 x loaded at once), every block of
+ * `blocks` (zeros past K: x_quad gives 0); with `norm`, x · normWeight and
+ * Σx² into sq0.
+ */
+export function residentStage(bits: number, norm: boolean, blocks: string): string {
+  const quads = Array.from({ length: 8 }, (_, i) => i);
+  const load = quads
+    .map((i) =>
+      norm
+        ? `var v${i} = x_quad(xRow0, k0 + ${4 * i}u); sq0 += dot(v${i}, v${i}); v${i} = v${i} * norm_quad(k0 + ${4 * i}u);`
+        : `let v${i} = x_quad(xRow0, k0 + ${4 * i}u);`,
+    )
+    .join('\n    ');
+  const max = quads.map((i) => max4(`abs(v${i})`));
+  const ints = quads.map((i) => `let q${i} = vec4<i32>(round(v${i} * inv));`).join(' ');
+  const sum = quads.map((i) => `q${i}.x + q${i}.y + q${i}.z + q${i}.w`).join(' + ');
+  // 4-bit: word j of the block is quads 2j and 2j + 1, its even weights .x, .z of both, its odd .y, .w.
+  // 8-bit: two words a block, each four quads in order.
+  const stores =
+    bits === 4
+      ? [
+          `xq[b * 2u] = vec4<u32>(${[0, 1, 2, 3].map((j) => `pack4xI8(vec4<i32>(q${2 * j}.x, q${2 * j}.z, q${2 * j + 1}.x, q${2 * j + 1}.z))`).join(', ')});`,
+          `xq[b * 2u + 1u] = vec4<u32>(${[0, 1, 2, 3].map((j) => `pack4xI8(vec4<i32>(q${2 * j}.y, q${2 * j}.w, q${2 * j + 1}.y, q${2 * j + 1}.w))`).join(', ')});`,
+        ]
+      : [0, 1].map(
+          (h) =>
+            `xq[b * 2u + ${h}u] = vec4<u32>(${[0, 1, 2, 3].map((j) => `pack4xI8(q${4 * h + j})`).join(', ')});`,
+        );
+  return `for (var b = tid; b < ${blocks}; b += ${THREADS}u) {
+    let k0 = b * 32u;
+    ${load}
+    let mx = ${maxOf(max)};
+    let d = mx * ${STEP};
+    let inv = select(0.0, 127.0 / mx, mx > 0.0);
+    ${ints}
+    ${stores.join('\n    ')}
+    xd[b] = vec2<f32>(d, d * f32(${sum}));
+  }`;
+}
+
+const THREADS = 256;
+
+/** WGSL: the largest of the expressions, as a balanced tree of max. */
+function maxOf(values: readonly string[]): string {
+  if (values.length === 1) return values[0]!;
+  const half = Math.ceil(values.length / 2);
+  return `max(${maxOf(values.slice(0, half))}, ${maxOf(values.slice(half))})`;
+}
+
 /** WGSL: xd{r} = (d, d · Σq) of block `at` of the tile (int8Stage), and xsum{r} = d · Σq where the format has offsets. */
 function blockScales(r: number, at: string, offsets: boolean): string {
   return `let m${r} = xt[${at}]; let d${r} = ${max4(`m${r}`)} * ${STEP}; let xd${r} = vec2<f32>(d${r}, d${r} * dot(xs[${at}], vec4<f32>(1.0)));${offsets ? ` let xsum${r} = xd${r}.y;` : ''}`;
@@ -103,15 +169,22 @@ export function int8Body(
   rows: readonly number[],
   columns: readonly number[],
   offsets: boolean,
+  /** A resident x (row 0 only): the lane's word index in the row, its blocks' (d, d · Σq) in xd. */
+  residentWord?: string,
 ): string {
   const packedPerRow = bits === 4 ? 64 : 32;
   const perRow = bits === 4 ? 32 : 16;
   const lanes = ['x', 'y', 'z', 'w'];
+  const w = residentWord;
   const x = rows
     .map((r) =>
-      bits === 4
-        ? `let xe${r} = xq[${r * packedPerRow}u + lane * 2u]; let xo${r} = xq[${r * packedPerRow}u + lane * 2u + 1u]; ${blockScales(r, `${r * perRow}u + lane`, offsets)}`
-        : `let xw${r} = xq[${r * packedPerRow}u + lane]; ${blockScales(r, `${r * perRow}u + lane / 2u`, offsets)}`,
+      w !== undefined
+        ? bits === 4
+          ? `let xe${r} = xq[(${w}) * 2u]; let xo${r} = xq[(${w}) * 2u + 1u]; let xd${r} = xd[${w}];${offsets ? ` let xsum${r} = xd${r}.y;` : ''}`
+          : `let xw${r} = xq[${w}]; let xd${r} = xd[(${w}) / 2u];${offsets ? ` let xsum${r} = xd${r}.y;` : ''}`
+        : bits === 4
+          ? `let xe${r} = xq[${r * packedPerRow}u + lane * 2u]; let xo${r} = xq[${r * packedPerRow}u + lane * 2u + 1u]; ${blockScales(r, `${r * perRow}u + lane`, offsets)}`
+          : `let xw${r} = xq[${r * packedPerRow}u + lane]; ${blockScales(r, `${r * perRow}u + lane / 2u`, offsets)}`,
     )
     .join('\n    ');
   const column = (c: number) => {
