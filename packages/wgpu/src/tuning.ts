@@ -80,7 +80,8 @@ export type QuantColumns = (typeof QUANT_COLUMN_CHOICES)[number];
 /**
  * Whether the streaming quantized product stages a one-row int8 x whole,
  * once per workgroup, where workgroup memory holds it (kernels/quantized.ts's
- * `resident`), or tile by tile.
+ * `resident`), or tile by tile; absent, long rows without a folded norm
+ * take it (residentWordsFor).
  */
 export const QUANT_RESIDENT_CHOICES = ['on', 'off'] as const;
 export type QuantResident = (typeof QUANT_RESIDENT_CHOICES)[number];
@@ -109,7 +110,7 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly fusedColumns?: FusedColumns;
   /** Columns a group of the streaming quantized product takes (see QUANT_COLUMN_CHOICES); absent, picked by size. */
   readonly quantColumns?: QuantColumns;
-  /** A one-row int8 x staged whole (see QUANT_RESIDENT_CHOICES); absent, 'on'. */
+  /** A one-row int8 x staged whole (see QUANT_RESIDENT_CHOICES); absent, picked by the row's length. */
   readonly quantResident?: QuantResident;
   /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
   readonly qgemvActivations?: QgemvActivations;

@@ -155,13 +155,31 @@ export function quantColumnsFor(n: number, bits: number, forced: QuantColumns | 
 const MAX_RESIDENT_WORKGROUPS = 1024;
 
 /**
- * The code words a resident x holds for rows of `rowWords` 16-byte code words (a power
- * of two at least the row's, in whole tiles), where the switch allows and
- * it fits the device's workgroup memory beside the sums' scratch; else
- * undefined (the tile-by-tile staging).
+ * The shortest rows whose one-row int8 products stage x whole by default:
+ * on an H200 that took Llama-3.1-8B's Q4_K down product (K 14,336) from 26.2
+ * to 21.8 µs in decoding and Llama-3.2-1B's (K 8,192) from 13.6 to 12.0,
+ * while rows of 2,048 and 4,096 with a folded norm (q·k·v, gate·up) ran
+ * slower: their workgroups' first words then wait for the whole row's
+ * staging and the norm's sums.
  */
-export function residentWordsFor(encoder: KernelEncoder, bits: number, rowWords: number): number | undefined {
-  if (encoder.tuning.quantResident === 'off') return undefined;
+const RESIDENT_MIN_K = 8192;
+
+/**
+ * The code words a resident x holds for rows of `rowWords` 16-byte code
+ * words (a power of two at least the row's, in whole tiles), or undefined
+ * (tile-by-tile staging): the switch decides where set, else rows of at
+ * least RESIDENT_MIN_K weights without a folded norm take it; either way
+ * only where it fits the device's workgroup memory beside the sums' scratch.
+ */
+export function residentWordsFor(
+  encoder: KernelEncoder,
+  bits: number,
+  rowWords: number,
+  shape: { readonly k: number; readonly norm: boolean },
+): number | undefined {
+  const forced = encoder.tuning.quantResident;
+  if (forced === 'off' || (forced === undefined && (shape.norm || shape.k < RESIDENT_MIN_K)))
+    return undefined;
   const words = 2 ** Math.ceil(Math.log2(Math.max(LANES, Math.ceil(rowWords / LANES) * LANES)));
   const scratch = THREADS * 4;
   return residentBytes(bits, words) + scratch <= encoder.limits.maxComputeWorkgroupStorageSize
@@ -892,7 +910,9 @@ function encodeQuantizedPiece(
       streamsInt8(attrs.format) && takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations);
     const needed = Math.ceil(n / (GROUPS * (up ? 1 : cols)));
     const resident =
-      int8 && m === 1 ? residentWordsFor(encoder, layout.bits, layout.rowWords / 4) : undefined;
+      int8 && m === 1
+        ? residentWordsFor(encoder, layout.bits, layout.rowWords / 4, { k, norm: norm !== undefined })
+        : undefined;
     // A resident x: at most MAX_RESIDENT_WORKGROUPS workgroups, each taking `sets` column sets in turn.
     const tiles = resident === undefined ? needed : Math.min(needed, MAX_RESIDENT_WORKGROUPS);
     const sets = Math.ceil(needed / tiles);

@@ -11,7 +11,8 @@ import { compareOutputs, int8ProductError, Rng, readNumbers, runQuantizedProduct
 import { afterAll, describe, expect, it } from 'vitest';
 import { dawnGpu } from '../dawn.js';
 import { backendProvider, createWgpuBackend, WgpuBackend } from '../index.js';
-import { quantColumnsFor, quantStreamShader } from './quantized.js';
+import type { KernelEncoder } from '../kernel.js';
+import { quantColumnsFor, quantStreamShader, residentWordsFor } from './quantized.js';
 import { streamsInt8 } from './quantizedStreamInt8.js';
 
 describe('the streaming quantized shader with several columns a group', () => {
@@ -73,6 +74,24 @@ describe('the streaming quantized shader with several columns a group', () => {
         int8: true,
       }),
     ).toThrow(/4 or 8 bits/);
+  });
+
+  it('stage one row of int8 x whole for long rows without a norm, where workgroup memory holds it', () => {
+    const encoder = (quantResident?: 'on' | 'off', bytes = 16_384) =>
+      ({
+        tuning: { quantResident },
+        limits: { maxComputeWorkgroupStorageSize: bytes },
+      }) as unknown as KernelEncoder;
+    const long = { k: 8192, norm: false };
+    // 256 words of 4-bit codes: 8 KiB of packed x, 2 KiB of block scales and 1 KiB of sums.
+    expect(residentWordsFor(encoder(), 4, 256, long)).toBe(256);
+    expect(residentWordsFor(encoder(), 4, 256, { k: 8192, norm: true })).toBeUndefined();
+    expect(residentWordsFor(encoder(), 4, 128, { k: 4096, norm: false })).toBeUndefined();
+    // 448 words round up to 512: 21 KiB, past WebGPU's default 16 KiB.
+    expect(residentWordsFor(encoder(), 4, 448, { k: 14_336, norm: false })).toBeUndefined();
+    expect(residentWordsFor(encoder(undefined, 32_768), 4, 448, { k: 14_336, norm: false })).toBe(512);
+    expect(residentWordsFor(encoder('on'), 4, 16, { k: 512, norm: true })).toBe(32);
+    expect(residentWordsFor(encoder('off'), 4, 256, long)).toBeUndefined();
   });
 
   it('take more columns a group only while the product keeps 256 workgroups', () => {
