@@ -508,11 +508,24 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
         }`;
   // A resident x: the row staged whole once, then each group streams its column sets' words without
   // barriers between tiles (the lanes' sums still meet through xt where subgroups do not run in order).
+  // Set `set`'s columns of group g: col{c} of the group's column base (a pair: both weights' row colBase).
+  const residentColumns = (set: string) => {
+    const group = `(${set} * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u`;
+    return v.pair ? [`${group}`, `${group}`] : columns.map((c) => `(${group}) * ${v.cols}u + ${c}u`);
+  };
+  // A resident x: the row staged whole once, then each group streams its column sets' words without
+  // barriers between tiles (the lanes' sums still meet through xt where subgroups do not run in order).
+  // Each set's first words are loaded before what comes ahead of them (the staging, the previous set's
+  // sums), so that it hides their latency.
   const residentMain = () => `  let wgi = ${linearWorkgroup};
   if (wgi >= params.tiles) { return; }
   let lane = tid % ${LANES}u;
   let chunks = params.rowWords / 4u;
   let xRow0 = 0u;
+  ${residentColumns('0u')
+    .map((col, c) => `var col${c} = ${col}; var wRow${c} = min(col${c}, params.n - 1u);`)
+    .join('\n  ')}
+  ${wordLoads('var ', 'lane').join('\n  ')}
   ${v.norm ? 'var sq0 = 0.0;' : ''}
   // Every block of the row's words in whole tiles (zeros past K), so that no lane reads an unstaged one.
   let words = (chunks + ${LANES - 1}u) / ${LANES}u * ${LANES}u;
@@ -520,16 +533,7 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   workgroupBarrier();
   ${v.norm ? normReduction(rows, at) : ''}
   for (var cs = 0u; cs < params.sets; cs++) {
-    ${
-      v.pair
-        ? `let colBase = (cs * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u;
-    let col0 = colBase; let col1 = colBase;`
-        : `let colBase = ((cs * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u) * ${v.cols}u;
-    ${columns.map((c) => `let col${c} = colBase + ${c}u;`).join(' ')}`
-    }
-    ${columns.map((c) => `let wRow${c} = min(col${c}, params.n - 1u);`).join(' ')}
     ${accs.map((name) => `var ${name} = 0.0;`).join(' ')}
-    ${wordLoads('var ', 'lane').join('\n    ')}
     for (var first = 0u; first < chunks; first += ${LANES}u) {
       let next = first + ${LANES}u + lane;
       ${prefetched.join('\n      ')}
@@ -538,9 +542,15 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       ${pairs.map(accumulate).join('\n      ')}
       ${advance.join(' ')}
     }
+    // The next set's rows and first words (past the last set, clamped rows nothing sums).
+    ${residentColumns('(cs + 1u)')
+      .map((col, c) => `let nextCol${c} = ${col}; wRow${c} = min(nextCol${c}, params.n - 1u);`)
+      .join('\n    ')}
+    ${wordLoads('', 'lane').join('\n    ')}
     ${v.subgroups ? groupSumsOrElse(accs, epilogue) : ''}
     ${tree}
     ${epilogue}${v.subgroups ? GROUP_SUMS_END : ''}
+    ${columns.map((c) => `col${c} = nextCol${c};`).join(' ')}
   }`;
   return {
     key: `quantized/stream/m${v.rows}/${v.vecX ? 'v4' : 'scalar'}${v.cols > 1 ? `/c${v.cols}` : ''}${v.int8 ? '/int8' : ''}${v.resident === undefined ? '' : `/r${v.resident}`}${v.gated ? '/gated' : ''}${v.pair ? '/pair' : ''}${v.norm ? '/norm' : ''}${v.subgroups ? '/subgroups' : ''}/${v.format}`,
