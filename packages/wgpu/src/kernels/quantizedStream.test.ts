@@ -117,6 +117,26 @@ function pipelineKeys(gpu: WgpuBackend): string[] {
   return keys;
 }
 
+/**
+ * Runs `problem` on `gpu`, checks it against the product of x's int8 blocks
+ * (core's int8ProductError: within f32 rounding) and gives the streaming
+ * shaders' pipeline keys it took.
+ */
+async function int8StreamKeys(
+  gpu: WgpuBackend,
+  problem: Parameters<typeof int8ProductError>[1],
+): Promise<string[]> {
+  const keys = pipelineKeys(gpu);
+  const run = runQuantizedProduct(gpu, problem);
+  try {
+    const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
+    expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
+    return keys.filter((key) => key.startsWith('quantized/stream/'));
+  } finally {
+    run.dispose();
+  }
+}
+
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
 
@@ -224,17 +244,9 @@ for (const quantResident of ['off', 'on'] as const) {
           m,
           ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
         };
-        const keys = pipelineKeys(gpu);
-        const run = runQuantizedProduct(gpu, problem);
-        try {
-          const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
-          expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
-          const stream = keys.filter((key) => key.startsWith('quantized/stream/'));
-          expect(stream).toEqual([expect.stringContaining('/int8/')]);
-          expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe(quantResident === 'on');
-        } finally {
-          run.dispose();
-        }
+        const stream = await int8StreamKeys(gpu, problem);
+        expect(stream).toEqual([expect.stringContaining('/int8/')]);
+        expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe(quantResident === 'on');
       }, 600_000);
     }
   });
@@ -328,21 +340,13 @@ for (const fewBindings of [false, true]) {
       const [n, k] = [37, 3328];
       const weights = [0, 1].map(() => quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], 'q4k'));
       const problem = { x: random(k), c: random(n), weights, m: 1, norm: { weight: random(k), eps: 1e-5 } };
-      const keys = pipelineKeys(gpu);
-      const run = runQuantizedProduct(gpu, problem);
-      try {
-        const { worst, at } = int8ProductError(await readNumbers(run.out), problem);
-        expect(worst, `element ${at}`).toBeLessThanOrEqual(1);
-        const stream = keys.filter((key) => key.startsWith('quantized/stream/'));
-        if (fewBindings) {
-          expect(gpu.device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(11);
-          expect(stream).toHaveLength(2);
-          expect(stream.filter((key) => /\/int8\/(r\d+\/)?gated\//.test(key))).toHaveLength(1);
-        } else {
-          expect(stream).toEqual([expect.stringMatching(/\/int8\/(r\d+\/)?pair\//)]);
-        }
-      } finally {
-        run.dispose();
+      const stream = await int8StreamKeys(gpu, problem);
+      if (fewBindings) {
+        expect(gpu.device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(11);
+        expect(stream).toHaveLength(2);
+        expect(stream.filter((key) => /\/int8\/(r\d+\/)?gated\//.test(key))).toHaveLength(1);
+      } else {
+        expect(stream).toEqual([expect.stringMatching(/\/int8\/(r\d+\/)?pair\//)]);
       }
     }, 600_000);
   });
