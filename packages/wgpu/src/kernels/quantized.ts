@@ -506,8 +506,6 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
       : `${grouped ? `acc${name} = fma(part${name}, ${scaleOf(c)}, acc${name});` : `acc${name} += part${name};`}${
           offsets ? ` acc${name} = fma(xsum${r}, -${offsetOf(c)}, acc${name});` : ''
         }`;
-  // A resident x: the row staged whole once, then each group streams its column sets' words without
-  // barriers between tiles (the lanes' sums still meet through xt where subgroups do not run in order).
   // Set `set`'s columns of group g: col{c} of the group's column base (a pair: both weights' row colBase).
   const residentColumns = (set: string) => {
     const group = `(${set} * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u`;
