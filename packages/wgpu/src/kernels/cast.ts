@@ -57,6 +57,59 @@ export function encodeCast(encoder: KernelEncoder, x: Operand, y: Operand): void
   });
 }
 
+const PADDED_PARAMS = paramLayout([
+  ['words', 'u32'],
+  ['cols', 'u32'],
+  ['ld', 'u32'],
+] as const);
+
+/** f32 rows of `cols` into f16 rows of `ld` halves (ld even), zeros past `cols`. */
+const paddedRowsShader = {
+  key: `cast/f32-f16-padded/wg${WG}`,
+  kernel: 'cast',
+  code: () => {
+    const module = new ShaderModule();
+    module.storage('x', 'u32', 'read');
+    module.storage('y', 'u32', 'read_write');
+    module.declare(F32_TO_F16);
+    return module.build(
+      PADDED_PARAMS,
+      WG,
+      `  ${elementIndex('params.words')}
+  let half = params.ld / 2u;
+  let row = i / half;
+  let col = (i % half) * 2u;
+  let at = row * params.cols + col;
+  let lo = select(0u, f32_to_f16(x[at]), col < params.cols);
+  let hi = select(0u, f32_to_f16(x[at + 1u]), col + 1u < params.cols);
+  y[i] = lo | (hi << 16u);`,
+    );
+  },
+};
+
+/**
+ * Encodes y = x (f32, rows of `cols`) rounded to f16 in rows of `ld` halves,
+ * the padding zero: rows a multiple of 8 halves long start on 16 bytes,
+ * where the f16 product loads 8 halves at a time.
+ */
+export function encodeCastPaddedRows(
+  encoder: KernelEncoder,
+  x: Operand,
+  y: Operand,
+  cols: number,
+  ld: number,
+): void {
+  if (x.dtype !== 'f32' || y.dtype !== 'f16' || ld % 2 !== 0 || ld < cols || x.size % cols !== 0)
+    throw new Error(`padded cast: f32 rows of ${cols} into f16 rows of ${ld}, got ${x.dtype} → ${y.dtype}`);
+  const words = (x.size / cols) * (ld / 2);
+  encoder.dispatch({
+    shader: paddedRowsShader,
+    buffers: [x, y],
+    params: { layout: PADDED_PARAMS, values: { words, cols, ld } },
+    workgroups: elementGrid(encoder, words),
+  });
+}
+
 const castKernel = wgpuKernel(
   cast,
   (encoder, { inputs, outputs }) => {

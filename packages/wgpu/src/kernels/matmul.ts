@@ -16,7 +16,7 @@ import type { ShaderSource } from '../pipelines.js';
 import type { HalfGemmMode, HalfGemmTileName } from '../tuning.js';
 import { type Storage, storageOf } from '../wgsl/half.js';
 import { ShaderModule } from '../wgsl/module.js';
-import { encodeCast } from './cast.js';
+import { encodeCast, encodeCastPaddedRows } from './cast.js';
 import { elementGrid, elementIndex } from './common.js';
 import { encodeWithF32Activations } from './halfEdges.js';
 import { encodeMatmulColumns } from './matmulColumns.js';
@@ -28,6 +28,7 @@ import {
   halfThreads,
   halfTileBytes,
   halfTileNamed,
+  paddedRowLength,
   pickSubgroupMatrixConfig,
   type SubgroupMatrixShape,
 } from './matmulHalf.js';
@@ -169,7 +170,10 @@ export interface HalfGemmPlan extends MatmulGrid {
  * device cannot run is an UnsupportedOnBackendError naming what it lacks.
  */
 export function planHalfGemm(
-  p: MatmulProblem,
+  p: MatmulProblem & {
+    /** a will be stored in rows padded to a multiple of 8 halves, 16-byte aligned. */
+    readonly padA?: boolean;
+  },
   mode: HalfGemmMode,
   device: HalfGemmDevice,
   kernel = 'matmul',
@@ -216,7 +220,8 @@ export function planHalfGemm(
     named && fits(named) ? named : large && fits(HALF_TILE_LARGE) ? HALF_TILE_LARGE : HALF_TILE_MID;
   if (!fits(tile)) return undefined;
   // 8 halves per vec4<u32> along each operand's stored rows.
-  const vecA = (transA ? m % 8 === 0 : k % 8 === 0) && aligned(off.a);
+  const padA = p.padA === true;
+  const vecA = padA || ((transA ? m % 8 === 0 : k % 8 === 0) && aligned(off.a));
   const vecB = (transB ? k % 8 === 0 : n % 8 === 0) && aligned(off.b);
   const vecY = n % 4 === 0 && aligned(off.y) && aligned(off.c) && aligned(off.z);
   const tilesM = Math.ceil(m / tile.bm);
@@ -230,6 +235,7 @@ export function planHalfGemm(
     transB,
     vecA,
     vecB,
+    ...(padA ? { padA } : {}),
   };
   return { variant, vecY, tilesM, tilesN, ...plan };
 }
@@ -346,9 +352,15 @@ function encodeMatmulWhole(encoder: KernelEncoder, call: MatmulCall, kernel: str
     b.dtype === 'f16' &&
     halfGemmMode(encoder) !== 'widen';
   if ((call.a.dtype === 'f16' || roundA) && b.dtype === 'f16' && call.k > 0) {
+    // Rounded into scratch, a's rows can be padded to whole 8-half vectors:
+    // an odd row (the LM head's gradients over 50,257 columns) then loads 8
+    // halves at a time instead of one.
+    const aRow = call.transA ? call.m : call.k;
+    const padA = roundA && aRow % 8 !== 0;
     const plan = planHalfGemm(
       {
         ...call,
+        padA,
         offsets: { a: roundA ? 0 : call.a.offset, b: b.offset, c: c?.offset, y: y.offset, z: z?.offset },
         a: 'f16',
         b: 'f16',
@@ -364,10 +376,16 @@ function encodeMatmulWhole(encoder: KernelEncoder, call: MatmulCall, kernel: str
       kernel,
     );
     if (plan) {
-      const a = roundA ? halfScratchOf(encoder, call.a) : call.a;
+      const a = roundA ? halfScratchOf(encoder, call.a, padA ? aRow : undefined) : call.a;
       // a and b are read in f16; c and bias widened, y and z rounded from f32.
+      const strideA = padA ? (call.m * call.k * paddedRowLength(aRow)) / aRow : undefined;
       encodeWithF32Activations(encoder, kernel, { c, bias }, { y, z }, (inputs, outputs) =>
-        encodeHalfGemm(encoder, { ...call, a, ...inputs, ...outputs, y: outputs.y! }, plan, kernel),
+        encodeHalfGemm(
+          encoder,
+          { ...call, a, ...inputs, ...outputs, y: outputs.y! },
+          { ...plan, strideA },
+          kernel,
+        ),
       );
       return;
     }
@@ -390,16 +408,22 @@ function encodeMatmulWhole(encoder: KernelEncoder, call: MatmulCall, kernel: str
   );
 }
 
-/** `a` rounded (nearest even) into f16 scratch that lives until the submission finished. */
-function halfScratchOf(encoder: KernelEncoder, a: Operand): Operand {
+/**
+ * `a` rounded (nearest even) into f16 scratch that lives until the
+ * submission finished; with `rowLength`, in rows padded to whole 8-half
+ * vectors (the padding zero).
+ */
+function halfScratchOf(encoder: KernelEncoder, a: Operand, rowLength?: number): Operand {
+  const size = rowLength === undefined ? a.size : (a.size / rowLength) * paddedRowLength(rowLength);
   const half: Operand = {
-    buffer: encoder.scratch(Math.max(16, Math.ceil(a.size / 2) * 4)),
+    buffer: encoder.scratch(Math.max(16, Math.ceil(size / 2) * 4)),
     offset: 0,
-    size: a.size,
+    size,
     shape: a.shape,
     dtype: 'f16',
   };
-  encodeCast(encoder, a, half);
+  if (rowLength === undefined) encodeCast(encoder, a, half);
+  else encodeCastPaddedRows(encoder, a, half, rowLength, paddedRowLength(rowLength));
   return half;
 }
 
@@ -474,7 +498,12 @@ function epilogueOf(call: MatmulCall): Epilogue | undefined {
     : { bias: call.bias !== undefined, activation: call.activation, z: call.z !== undefined };
 }
 
-function encodeHalfGemm(encoder: KernelEncoder, call: MatmulCall, plan: HalfGemmPlan, kernel: string): void {
+function encodeHalfGemm(
+  encoder: KernelEncoder,
+  call: MatmulCall,
+  plan: HalfGemmPlan & { strideA?: number | undefined },
+  kernel: string,
+): void {
   encodeTiles(encoder, call, plan, epilogueOf(call), kernel, (out) =>
     halfGemmShader({ ...plan.variant, out }, kernel),
   );
@@ -484,7 +513,15 @@ function encodeHalfGemm(encoder: KernelEncoder, call: MatmulCall, plan: HalfGemm
 function encodeTiles(
   encoder: KernelEncoder,
   call: MatmulCall,
-  plan: { tilesM: number; tilesN: number; splits: number; kPerSplit: number; vecY: boolean },
+  plan: {
+    tilesM: number;
+    tilesN: number;
+    splits: number;
+    kPerSplit: number;
+    vecY: boolean;
+    /** Elements between a's batches where its rows are padded (m·k otherwise). */
+    strideA?: number | undefined;
+  },
   epilogue: Epilogue | undefined,
   kernel: string,
   shaderFor: (out: Output) => ShaderSource,
@@ -514,7 +551,7 @@ function encodeTiles(
     splits: plan.splits,
     batches: batch,
     kPerSplit: plan.kPerSplit,
-    strideA: m * k,
+    strideA: plan.strideA ?? m * k,
     strideB: k * n,
     strideY: m * n,
     partStride: splitting ? total : 0,

@@ -26,7 +26,12 @@ const H100: HalfGemmDevice = {
   shaderF16: true,
   subgroupMatrix: { configs: NVIDIA_LIKE, subgroupSize: 32, minSubgroupSize: 32 },
 };
-const p = (m: number, k: number, n: number, more: Partial<MatmulProblem> = {}): MatmulProblem => ({
+const p = (
+  m: number,
+  k: number,
+  n: number,
+  more: Partial<MatmulProblem> & { padA?: boolean } = {},
+): MatmulProblem & { padA?: boolean } => ({
   batch: 1,
   m,
   n,
@@ -66,6 +71,10 @@ describe('f16 matrix product plans', () => {
     expect(narrow!.kPerSplit % HALF_TILE_MID.bk).toBe(0);
     const odd = planHalfGemm(p(100, 99, 100, { transA: true }), 'subgroup-matrix', H100);
     expect(odd?.variant).toMatchObject({ vecA: false, vecB: false });
+    expect(odd?.variant.padA).toBeUndefined();
+    // An a rounded into rows padded to 8 halves loads 8 at a time.
+    const padded = planHalfGemm(p(100, 99, 100, { transA: true, padA: true }), 'subgroup-matrix', H100);
+    expect(padded?.variant).toMatchObject({ vecA: true, vecB: false, padA: true });
   });
 
   it('takes the tile the f16GemmTile switch names where it fits', () => {
@@ -189,6 +198,37 @@ describe.skipIf(unavailable !== undefined)('f16 matrix products on the device (e
     })[0] as Float32Array;
     expect(Math.max(...got.map((v, i) => Math.abs(v - exact[i]!)))).toBeGreaterThan(bound);
     for (const t of [a, b, c, y]) t.dispose();
+  }, 1_200_000);
+
+  it("precision 'half' with rows of odd length: a rounded into rows padded to 8 halves", async () => {
+    if (!backend.gpu.features.has('shader-f16')) return;
+    // The LM head's dX (K = the vocabulary) and dW (M = the vocabulary, a transposed), in small.
+    for (const [batch, shape, attrs] of [
+      [undefined, [37, 45, 72], {}],
+      [undefined, [67, 40, 48], { transA: true }],
+    ] as const) {
+      const [m, k, n] = shape;
+      const lead = batch === undefined ? [] : [batch];
+      const a = backend.upload(
+        random((batch ?? 1) * m * k),
+        [...lead, ...(attrs.transA ? [k, m] : [m, k])],
+        'f32',
+      );
+      const b = backend.upload(random((batch ?? 1) * k * n), [...lead, k, n], 'f16');
+      const values = [(await a.read()) as Float32Array, await halfValues(b), undefined] as const;
+      const { y, expected } = runWithReference(backend, batch, [a, b, undefined], values, {
+        ...attrs,
+        precision: 'half',
+      });
+      // The reference rounds a to f16 as the kernel does: only the sums' order differs.
+      const bound = 1e-4 * Math.sqrt(k);
+      const mismatch = compareOutputs('f32', (await y.read()) as Float32Array, expected, {
+        rtol: 1e-4,
+        atol: bound,
+      });
+      for (const t of [a, b, y]) t.dispose();
+      expect(mismatch, `${batch ?? ''}×[${m}, ${k}, ${n}] ${JSON.stringify(attrs)}`).toBeUndefined();
+    }
   }, 1_200_000);
 
   it('linear with bias and activation on the same tiles', async () => {

@@ -73,8 +73,17 @@ export interface HalfGemmVariant {
   /** a (b) is read 8 halves per vec4<u32>: its stored rows are a multiple of 8 long, 16-byte aligned. */
   readonly vecA: boolean;
   readonly vecB: boolean;
+  /**
+   * a's stored rows are padded to a multiple of 8 halves (an f32 a rounded
+   * into scratch so): rows of odd length load 8 halves at a time too.
+   */
+  readonly padA?: boolean;
   readonly out: Output;
 }
+
+/** A stored row length rounded up to whole 8-half vectors (`paddedRow` in WGSL). */
+export const paddedRowLength = (len: number) => Math.ceil(len / 8) * 8;
+const paddedRow = (len: string) => `((${len} + 7u) & ~7u)`;
 
 /** The configuration of `configs` the f16 product uses: f16 operands, f32 results, fitting the tiles. */
 export function pickSubgroupMatrixConfig(
@@ -128,8 +137,16 @@ interface Staged {
 }
 
 /** The block of an operand a tile stages, in its stored orientation. */
-function stagedOperand(name: 'a' | 'b', trans: boolean, vec: boolean, width: number, bk: number): Staged {
+function stagedOperand(
+  name: 'a' | 'b',
+  trans: boolean,
+  vec: boolean,
+  width: number,
+  bk: number,
+  padded = false,
+): Staged {
   const dim = name === 'a' ? 'params.m' : 'params.n';
+  const ld = (len: string) => (padded ? paddedRow(len) : len);
   const origin = name === 'a' ? 'm0' : 'n0';
   // a [M, K] and bᵀ ([N, K]) store rows along the tile's width; aᵀ and b rows along K.
   const alongWidth = name === 'a' ? !trans : trans;
@@ -139,7 +156,7 @@ function stagedOperand(name: 'a' | 'b', trans: boolean, vec: boolean, width: num
         rows: width,
         cols: bk,
         vec,
-        ld: 'params.k',
+        ld: ld('params.k'),
         row0: () => origin,
         col0: (k0) => k0,
         rowEnd: dim,
@@ -150,7 +167,7 @@ function stagedOperand(name: 'a' | 'b', trans: boolean, vec: boolean, width: num
         rows: bk,
         cols: width,
         vec,
-        ld: dim,
+        ld: ld(dim),
         row0: (k0) => k0,
         col0: () => origin,
         rowEnd: 'kEnd',
@@ -227,11 +244,11 @@ export function halfGemmShader(v: HalfGemmVariant, kernel: string) {
     `${tile.bm}x${tile.bn}x${tile.bk}w${tile.wm}x${tile.wn}`,
     `f${shape.m}x${shape.n}x${shape.k}l${shape.lanes}`,
     `tA${+v.transA}tB${+v.transB}`,
-    `a${v.vecA ? 8 : 1}b${v.vecB ? 8 : 1}`,
+    `a${v.vecA ? 8 : 1}${v.padA ? 'p' : ''}b${v.vecB ? 8 : 1}`,
     outputKey(v.out),
   ].join('/');
   const code = () => {
-    const sa = stagedOperand('a', v.transA, v.vecA, tile.bm, tile.bk);
+    const sa = stagedOperand('a', v.transA, v.vecA, tile.bm, tile.bk, v.padA);
     const sb = stagedOperand('b', v.transB, v.vecB, tile.bn, tile.bk);
     const la = halfLoader(sa, threads);
     const lb = halfLoader(sb, threads);
