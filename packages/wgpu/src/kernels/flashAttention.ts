@@ -18,6 +18,11 @@ import { ShaderModule } from '../wgsl/module.js';
 // the later queries of all the kv head's query heads. The dq pass also
 // writes D = rowsum(dOut ∘ out) for the dk/dv pass; dq has a pass of its own
 // so that no row is summed into by many workgroups.
+//
+// Where headDim is a multiple of 4, rows are read and staged as vec4s: a
+// workgroup-memory load then feeds four products instead of one. Each
+// invocation's own rows stay f32 arrays (arrays of vec4s took lavapipe's
+// compiler minutes).
 
 /** Rows a workgroup. */
 const ROWS = 64;
@@ -39,6 +44,41 @@ const PARAMS = paramLayout([
   ['scale', 'f32'],
 ] as const);
 
+/** How rows of headDim are read and staged: vec4s where they divide, else f32s. */
+interface Lanes {
+  /** Words a row. */
+  readonly W: number;
+  readonly type: 'vec4<f32>' | 'f32';
+  /** WGSL: the components of word `w` with the indices of their elements in a row (for word index `d`). */
+  readonly parts: readonly (readonly [component: string, element: string])[];
+}
+
+function lanesOf(headDim: number): Lanes {
+  return headDim % 4 === 0
+    ? {
+        W: headDim / 4,
+        type: 'vec4<f32>',
+        parts: ['x', 'y', 'z', 'w'].map((c, i) => [`w.${c}`, `4u * d + ${i}u`] as const),
+      }
+    : { W: headDim, type: 'f32', parts: [['w', 'd']] };
+}
+
+/** WGSL: `for` each word d of a row, `w` the word `word` names, then `body` of each component and its element. */
+function overWords(L: Lanes, word: string, body: (component: string, element: string) => string): string {
+  return `for (var d = 0u; d < ${L.W}u; d++) { let w = ${word}; ${L.parts.map(([c, e]) => body(c, e)).join(' ')} }`;
+}
+
+/** WGSL: the private f32 row `row` from words `base + d` of `buffer`. */
+function loadRow(L: Lanes, row: string, buffer: string, base: string): string {
+  return overWords(L, `${buffer}[${base} + d]`, (c, e) => `${row}[${e}] = ${c};`);
+}
+
+/** WGSL: words `base + d` of `buffer` from the f32 row expression `value(e)` of element e. */
+function storeRow(L: Lanes, buffer: string, base: string, value: (e: string) => string): string {
+  const word = L.parts.map(([, e]) => value(e)).join(', ');
+  return `for (var d = 0u; d < ${L.W}u; d++) { ${buffer}[${base} + d] = ${L.type === 'f32' ? word : `vec4<f32>(${word})`}; }`;
+}
+
 /** Other-side rows a tile: `arrays` rows of headDim f32 each (plus `extra` words a row) fit in workgroup memory. */
 function tileRows(headDim: number, arrays: number, extra = 0): number {
   return Math.min(MAX_TILE, Math.floor(WORKGROUP_BYTES / 4 / (arrays * headDim + extra)));
@@ -56,18 +96,35 @@ const PLACE = `  let tid = lid.x;
   let kvStride = params.batch * params.kvHeads;`;
 
 /** Loads rows k0 … k0 + B − 1 (below `end`) of two [T, B, kvHeads, D] buffers into `a` and `b` (zeros past `end`). */
-function loadKeyTile(D: number, B: number, from: [string, string]): string {
+function loadKeyTile(L: Lanes, B: number, from: [string, string]): string {
+  const W = L.W;
   return `    workgroupBarrier();
-    for (var e = tid; e < ${B * D}u; e += ${ROWS}u) {
-      let j = k0 + e / ${D}u;
-      let at = (min(j, params.tokens - 1u) * kvStride + kv) * ${D}u + e % ${D}u;
-      ta[e] = select(0.0, ${from[0]}[at], j < end);
-      tb[e] = select(0.0, ${from[1]}[at], j < end);
+    for (var e = tid; e < ${B * W}u; e += ${ROWS}u) {
+      let j = k0 + e / ${W}u;
+      let at = (min(j, params.tokens - 1u) * kvStride + kv) * ${W}u + e % ${W}u;
+      ta[e] = select(${L.type}(), ${from[0]}[at], j < end);
+      tb[e] = select(${L.type}(), ${from[1]}[at], j < end);
     }
     workgroupBarrier();`;
 }
 
-/** The query-row passes: `pre` after q (and the row's element base `qBase`) is loaded, `step` for key x of a tile. */
+/** Declares a pass's buffers: rows as the lanes' words, the per-row lse and delta as f32. */
+function declareBuffers(
+  module: ShaderModule,
+  L: Lanes,
+  buffers: readonly string[],
+  readOnly: (b: string) => boolean,
+) {
+  for (const b of buffers) {
+    module.storage(b, b === 'lse' || b === 'delta' ? 'f32' : L.type, readOnly(b) ? 'read' : accessOf(b));
+  }
+}
+
+/**
+ * The query-row passes: `pre` after q (and the row's word base `qBase`) is
+ * loaded, `step` for key x of a tile (its score `s`, W words a row), `post`
+ * for rows below the end.
+ */
 function queryShader(
   name: string,
   D: number,
@@ -76,14 +133,15 @@ function queryShader(
   step: string,
   post: string,
 ) {
+  const L = lanesOf(D);
+  const W = L.W;
   const B = tileRows(D, 2);
-  const key = `flashAttention/${name}/d${D}/k${B}/wg${ROWS}`;
+  const key = `flashAttention/${name}/d${D}/k${B}/w${D / W}/wg${ROWS}`;
   const code = () => {
     const module = new ShaderModule().params(PARAMS);
-    for (const b of buffers)
-      module.storage(b, 'f32', b === 'out' && name !== 'forward' ? 'read' : accessOf(b));
-    module.workgroupArray('ta', 'f32', B * D);
-    module.workgroupArray('tb', 'f32', B * D);
+    declareBuffers(module, L, buffers, (b) => b === 'out' && name !== 'forward');
+    module.workgroupArray('ta', L.type, B * W);
+    module.workgroupArray('tb', L.type, B * W);
     return module.build(
       undefined,
       ROWS,
@@ -92,17 +150,17 @@ function queryShader(
   let h = bh % params.heads;
   let kv = b * params.kvHeads + h / params.group;
   let row = (t * params.batch + b) * params.heads + h;
-  let qBase = row * ${D}u;
+  let qBase = row * ${W}u;
   let end = min(params.tokens, t0 + ${ROWS}u);
   var qs: array<f32, ${D}>;
-  for (var d = 0u; d < ${D}u; d++) { qs[d] = q[qBase + d]; }
+  ${loadRow(L, 'qs', 'q', 'qBase')}
 ${pre}
   for (var k0 = 0u; k0 < end; k0 += ${B}u) {
-${loadKeyTile(D, B, ['k', 'v'])}
+${loadKeyTile(L, B, ['k', 'v'])}
     for (var x = 0u; x < ${B}u; x++) {
       let causal = k0 + x <= t;
       var s = 0.0;
-      for (var d = 0u; d < ${D}u; d++) { s += qs[d] * ta[x * ${D}u + d]; }
+      ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `s += qs[${e}] * ${c};`)}
       s *= params.scale;
 ${step}
     }
@@ -121,6 +179,7 @@ function accessOf(buffer: string): 'read' | 'read_write' {
 }
 
 function forwardShader(D: number): ShaderSource {
+  const L = lanesOf(D);
   return queryShader(
     'forward',
     D,
@@ -133,14 +192,15 @@ function forwardShader(D: number): ShaderSource {
       let alpha = exp(m - top);
       let p = select(0.0, exp(s - top), causal);
       sum = sum * alpha + p;
-      for (var d = 0u; d < ${D}u; d++) { o[d] = o[d] * alpha + p * tb[x * ${D}u + d]; }
+      ${overWords(L, `tb[x * ${L.W}u + d]`, (c, e) => `o[${e}] = o[${e}] * alpha + p * ${c};`)}
       m = top;`,
-    `    for (var d = 0u; d < ${D}u; d++) { out[qBase + d] = o[d] / sum; }
+    `    ${storeRow(L, 'out', 'qBase', (e) => `o[${e}] / sum`)}
     lse[row] = m + log(sum);`,
   );
 }
 
 function dqShader(D: number): ShaderSource {
+  const L = lanesOf(D);
   return queryShader(
     'dq',
     D,
@@ -148,31 +208,30 @@ function dqShader(D: number): ShaderSource {
     `  var g: array<f32, ${D}>;
   var dqs: array<f32, ${D}>;
   var dsum = 0.0;
-  for (var d = 0u; d < ${D}u; d++) {
-    g[d] = dOut[qBase + d];
-    dsum += g[d] * out[qBase + d];
-  }
+  ${loadRow(L, 'g', 'dOut', 'qBase')}
+  ${overWords(L, 'out[qBase + d]', (c, e) => `dsum += g[${e}] * ${c};`)}
   let rowLse = lse[row];`,
     `      let p = select(0.0, exp(s - rowLse), causal);
       var dp = 0.0;
-      for (var d = 0u; d < ${D}u; d++) { dp += g[d] * tb[x * ${D}u + d]; }
+      ${overWords(L, `tb[x * ${L.W}u + d]`, (c, e) => `dp += g[${e}] * ${c};`)}
       let ds = p * (dp - dsum);
-      for (var d = 0u; d < ${D}u; d++) { dqs[d] += ds * ta[x * ${D}u + d]; }`,
-    `    for (var d = 0u; d < ${D}u; d++) { dq[qBase + d] = dqs[d] * params.scale; }
+      ${overWords(L, `ta[x * ${L.W}u + d]`, (c, e) => `dqs[${e}] += ds * ${c};`)}`,
+    `    ${storeRow(L, 'dq', 'qBase', (e) => `dqs[${e}] * params.scale`)}
     delta[row] = dsum;`,
   );
 }
 
 /** dk and dv of ROWS keys of one (batch, kv head), over tiles of the packed (query token, grouped head) rows at and after its first key. */
 function dkdvShader(D: number): ShaderSource {
+  const L = lanesOf(D);
+  const W = L.W;
   const B = tileRows(D, 2, 2);
-  const key = `flashAttention/dkdv/d${D}/k${B}/wg${ROWS}`;
+  const key = `flashAttention/dkdv/d${D}/k${B}/w${D / W}/wg${ROWS}`;
   const code = () => {
     const module = new ShaderModule().params(PARAMS);
-    for (const b of ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk', 'dv'])
-      module.storage(b, 'f32', accessOf(b));
-    module.workgroupArray('ta', 'f32', B * D);
-    module.workgroupArray('tb', 'f32', B * D);
+    declareBuffers(module, L, ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk', 'dv'], () => false);
+    module.workgroupArray('ta', L.type, B * W);
+    module.workgroupArray('tb', L.type, B * W);
     module.workgroupArray('tl', 'f32', B);
     module.workgroupArray('td', 'f32', B);
     return module.build(
@@ -181,28 +240,26 @@ function dkdvShader(D: number): ShaderSource {
       `${PLACE}
   let b = bh / params.kvHeads;
   let kvh = bh % params.kvHeads;
-  let kvBase = ((t * params.batch + b) * params.kvHeads + kvh) * ${D}u;
+  let kvBase = ((t * params.batch + b) * params.kvHeads + kvh) * ${W}u;
   var kr: array<f32, ${D}>;
   var vr: array<f32, ${D}>;
   var dks: array<f32, ${D}>;
   var dvs: array<f32, ${D}>;
-  for (var d = 0u; d < ${D}u; d++) {
-    kr[d] = k[kvBase + d];
-    vr[d] = v[kvBase + d];
-  }
+  ${loadRow(L, 'kr', 'k', 'kvBase')}
+  ${loadRow(L, 'vr', 'v', 'kvBase')}
   // Packed rows r = (i − t0) · group + head within the group, for queries i = t0 … T − 1.
   let total = (params.tokens - t0) * params.group;
   for (var r0 = 0u; r0 < total; r0 += ${B}u) {
     workgroupBarrier();
-    for (var e = tid; e < ${B * D}u; e += ${ROWS}u) {
-      let r = min(r0 + e / ${D}u, total - 1u);
+    for (var e = tid; e < ${B * W}u; e += ${ROWS}u) {
+      let r = min(r0 + e / ${W}u, total - 1u);
       let i = t0 + r / params.group;
       let row = (i * params.batch + b) * params.heads + kvh * params.group + r % params.group;
-      ta[e] = q[row * ${D}u + e % ${D}u];
-      tb[e] = dOut[row * ${D}u + e % ${D}u];
-      if (e % ${D}u == 0u) {
-        tl[e / ${D}u] = lse[row];
-        td[e / ${D}u] = delta[row];
+      ta[e] = q[row * ${W}u + e % ${W}u];
+      tb[e] = dOut[row * ${W}u + e % ${W}u];
+      if (e % ${W}u == 0u) {
+        tl[e / ${W}u] = lse[row];
+        td[e / ${W}u] = delta[row];
       }
     }
     workgroupBarrier();
@@ -211,23 +268,17 @@ function dkdvShader(D: number): ShaderSource {
       let causal = r < total && t0 + r / params.group >= t;
       var s = 0.0;
       var dp = 0.0;
-      for (var d = 0u; d < ${D}u; d++) {
-        s += ta[x * ${D}u + d] * kr[d];
-        dp += tb[x * ${D}u + d] * vr[d];
-      }
+      ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `s += ${c} * kr[${e}];`)}
+      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `dp += ${c} * vr[${e}];`)}
       let p = select(0.0, exp(s * params.scale - tl[x]), causal);
       let ds = p * (dp - td[x]);
-      for (var d = 0u; d < ${D}u; d++) {
-        dvs[d] += p * tb[x * ${D}u + d];
-        dks[d] += ds * ta[x * ${D}u + d];
-      }
+      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `dvs[${e}] += p * ${c};`)}
+      ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `dks[${e}] += ds * ${c};`)}
     }
   }
   if (mine < params.tokens) {
-    for (var d = 0u; d < ${D}u; d++) {
-      dk[kvBase + d] = dks[d] * params.scale;
-      dv[kvBase + d] = dvs[d];
-    }
+    ${storeRow(L, 'dk', 'kvBase', (e) => `dks[${e}] * params.scale`)}
+    ${storeRow(L, 'dv', 'kvBase', (e) => `dvs[${e}]`)}
   }`,
     );
   };
