@@ -14,10 +14,10 @@ import { ShaderModule } from '../wgsl/module.js';
 // workgroup holds ROWS consecutive tokens of one (batch, head), a row per
 // invocation with its vectors in private arrays, and walks the other side's
 // rows a tile at a time through workgroup memory: the forward and the dq
-// pass walk the keys up to the workgroup's last token, the dk/dv pass walks
-// the later queries of all the kv head's query heads. The dq pass also
-// writes D = rowsum(dOut ∘ out) for the dk/dv pass; dq has a pass of its own
-// so that no row is summed into by many workgroups.
+// pass walk the keys up to the workgroup's last token, the dk and the dv
+// pass walk the later queries of all the kv head's query heads. The dq pass
+// also writes D = rowsum(dOut ∘ out) for the dk pass; dq has a pass of its
+// own so that no row is summed into by many workgroups.
 //
 // Where headDim is a multiple of 4, rows are read and staged as vec4s: a
 // workgroup-memory load then feeds four products instead of one. Each
@@ -222,18 +222,31 @@ function dqShader(D: number): ShaderSource {
 }
 
 /** dk and dv of ROWS keys of one (batch, kv head), over tiles of the packed (query token, grouped head) rows at and after its first key. */
-function dkdvShader(D: number): ShaderSource {
+/** The buffers of the dk and the dv pass, in binding order. */
+const KEY_PASS_BUFFERS = {
+  dk: ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk'],
+  dv: ['q', 'k', 'dOut', 'lse', 'dv'],
+} as const;
+
+/**
+ * dk or dv of ROWS keys of one (batch, kv head), over tiles of the packed
+ * (query token, grouped head) rows at and after its first key. Each is a pass
+ * of its own: together, an invocation's four rows of headDim (k, v, dk, dv)
+ * outgrew the registers.
+ */
+function keyPassShader(D: number, part: 'dk' | 'dv'): ShaderSource {
   const L = lanesOf(D);
   const W = L.W;
   const B = tileRows(D, 2, 2);
-  const key = `flashAttention/dkdv/d${D}/k${B}/w${D / W}/wg${ROWS}`;
+  const key = `flashAttention/${part}/d${D}/k${B}/w${D / W}/wg${ROWS}`;
+  const dk = part === 'dk';
   const code = () => {
     const module = new ShaderModule().params(PARAMS);
-    declareBuffers(module, L, ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk', 'dv'], () => false);
+    declareBuffers(module, L, KEY_PASS_BUFFERS[part], () => false);
     module.workgroupArray('ta', L.type, B * W);
     module.workgroupArray('tb', L.type, B * W);
     module.workgroupArray('tl', 'f32', B);
-    module.workgroupArray('td', 'f32', B);
+    if (dk) module.workgroupArray('td', 'f32', B);
     return module.build(
       undefined,
       ROWS,
@@ -242,11 +255,14 @@ function dkdvShader(D: number): ShaderSource {
   let kvh = bh % params.kvHeads;
   let kvBase = ((t * params.batch + b) * params.kvHeads + kvh) * ${W}u;
   var kr: array<f32, ${D}>;
-  var vr: array<f32, ${D}>;
-  var dks: array<f32, ${D}>;
-  var dvs: array<f32, ${D}>;
+  var acc: array<f32, ${D}>;
   ${loadRow(L, 'kr', 'k', 'kvBase')}
-  ${loadRow(L, 'vr', 'v', 'kvBase')}
+  ${
+    dk
+      ? `var vr: array<f32, ${D}>;
+  ${loadRow(L, 'vr', 'v', 'kvBase')}`
+      : ''
+  }
   // Packed rows r = (i − t0) · group + head within the group, for queries i = t0 … T − 1.
   let total = (params.tokens - t0) * params.group;
   for (var r0 = 0u; r0 < total; r0 += ${B}u) {
@@ -259,7 +275,7 @@ function dkdvShader(D: number): ShaderSource {
       tb[e] = dOut[row * ${W}u + e % ${W}u];
       if (e % ${W}u == 0u) {
         tl[e / ${W}u] = lse[row];
-        td[e / ${W}u] = delta[row];
+        ${dk ? `td[e / ${W}u] = delta[row];` : ''}
       }
     }
     workgroupBarrier();
@@ -267,18 +283,20 @@ function dkdvShader(D: number): ShaderSource {
       let r = r0 + x;
       let causal = r < total && t0 + r / params.group >= t;
       var s = 0.0;
-      var dp = 0.0;
       ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `s += ${c} * kr[${e}];`)}
-      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `dp += ${c} * vr[${e}];`)}
       let p = select(0.0, exp(s * params.scale - tl[x]), causal);
+${
+  dk
+    ? `      var dp = 0.0;
+      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `dp += ${c} * vr[${e}];`)}
       let ds = p * (dp - td[x]);
-      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `dvs[${e}] += p * ${c};`)}
-      ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `dks[${e}] += ds * ${c};`)}
+      ${overWords(L, `ta[x * ${W}u + d]`, (c, e) => `acc[${e}] += ds * ${c};`)}`
+    : `      ${overWords(L, `tb[x * ${W}u + d]`, (c, e) => `acc[${e}] += p * ${c};`)}`
+}
     }
   }
   if (mine < params.tokens) {
-    ${storeRow(L, 'dk', 'kvBase', (e) => `dks[${e}] * params.scale`)}
-    ${storeRow(L, 'dv', 'kvBase', (e) => `dvs[${e}]`)}
+    ${storeRow(L, part, 'kvBase', (e) => (dk ? `acc[${e}] * params.scale` : `acc[${e}]`))}
   }`,
     );
   };
@@ -346,12 +364,15 @@ export const flashAttentionBackwardKernel = wgpuKernel(
       workgroups: rows.workgroups,
     });
     const keys = pass(encoder, 'flashAttentionBackward', q, k, attrs.scale, true);
-    encoder.dispatch({
-      shader: dkdvShader(hd),
-      buffers: [q, k, v, dOut, lse, delta, dk, dv],
-      params: keys.params,
-      workgroups: keys.workgroups,
-    });
+    const operands = { q, k, v, dOut, lse, delta, dk, dv };
+    for (const part of ['dk', 'dv'] as const) {
+      encoder.dispatch({
+        shader: keyPassShader(hd, part),
+        buffers: KEY_PASS_BUFFERS[part].map((name) => operands[name]),
+        params: keys.params,
+        workgroups: keys.workgroups,
+      });
+    }
   },
 );
 
