@@ -59,7 +59,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write('train-profile: --quick and --gpt2 pick different models; give one\n');
     return 2;
   }
-  const model = values.quick ? QUICK_WORKLOADS[2]! : values.gpt2 ? gpt2Workloads(8)[0]! : THROUGHPUT_WORKLOADS[3]!;
+  const model = values.quick
+    ? QUICK_WORKLOADS[2]!
+    : values.gpt2
+      ? gpt2Workloads(8)[0]!
+      : THROUGHPUT_WORKLOADS[3]!;
   const batch = Number(values.batch ?? model.batch);
   const reps = Number(values.reps);
   for (const [name, value] of [
@@ -82,7 +86,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const lines = [
       `${backend.name}: ${workloadId(spec)}, one replayed training step (forward, backward, norm, AdamW)`,
       // The profiled step records no loss scaler: its kernels are f16's products and casts without the scaler's.
-      ...(precision === 'f16' ? ['f16: profiled without its loss scaler (scaling, unscaling and the finite check are not in the table)'] : []),
+      ...(precision === 'f16'
+        ? [
+            'f16: profiled without its loss scaler (scaling, unscaling and the finite check are not in the table)',
+          ]
+        : []),
       ...textTable(PROFILE_HEADER, profileRows(profile).map(shortCells)),
       '',
       profileTotals(profile),
