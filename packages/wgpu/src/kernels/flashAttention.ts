@@ -221,7 +221,6 @@ function dqShader(D: number): ShaderSource {
   );
 }
 
-/** dk and dv of ROWS keys of one (batch, kv head), over tiles of the packed (query token, grouped head) rows at and after its first key. */
 /** The buffers of the dk and the dv pass, in binding order. */
 const KEY_PASS_BUFFERS = {
   dk: ['q', 'k', 'v', 'dOut', 'lse', 'delta', 'dk'],

@@ -17,10 +17,9 @@ model of dp-bench) kernel by kernel: the whole step timed on the device, then
 each group of identical kernel calls alone and the step without it.
 
   --backend NAME   the backend (default cuda)
-  --batch N        sequences per step (default 8: one rank of dp-bench's global
-                   16; GPT-2 small: 8)
+  --batch N        sequences per step (default 8: one rank of dp-bench's global 16)
   --reps N         back-to-back repetitions of a group per timing (default 10)
-  --precision P    f32 (default), tf32 or bf16: the products' precision
+  --precision P    f32 (default), tf32, bf16 or f16: the products' precision
                    policy (bf16: f32 master weights and AdamW); f16 is
                    profiled without its loss scaler (the scaler's checks
                    and unscaling are not in the table)
