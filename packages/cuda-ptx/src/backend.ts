@@ -107,7 +107,7 @@ export class CudaBackend extends BackendSkeleton<DeviceBuffer, AnyCudaKernel, Re
     const driver = await CudaDriver.open({
       ...options,
       ...(lib ? { lib } : {}),
-      earlyTrigger: weightPrefetch === 'on',
+      earlyTrigger: weightPrefetch !== undefined && weightPrefetch !== 'off',
     });
     try {
       return new CudaBackend(driver, options);

@@ -25,7 +25,7 @@ export type CudaEnvironmentOptions = CudaTuningOptions & Pick<CudaDriverOptions,
  * (16, 32, 64, 128, 256, 512) → `attentionSplitTokens`, RAYO_ATTENTION_UNROLL (1, 2, 4, 8)
  * → `attentionUnroll`, RAYO_ATTENTION_MAX_SPLITS (64, 128, 256) →
  * `attentionMaxSplits`, RAYO_ATTENTION_KERNEL (`mma`, `lanes`) → `attentionKernel`,
- * RAYO_CUDA_WEIGHT_PREFETCH (`on`, `off`) → `weightPrefetch`, RAYO_GEMV_SLICES
+ * RAYO_CUDA_WEIGHT_PREFETCH (`on`, `loads`, `chain`, `off`) → `weightPrefetch`, RAYO_GEMV_SLICES
  * (1, 2, 4, 8) → `gemvSlices` and
  * RAYO_CUDA_DEPENDENT_LAUNCH (`0`, `1`) → `dependentLaunch`; unset or empty
  * variables name nothing. This is the one place the package reads the

@@ -42,8 +42,14 @@ export type AttentionKernel = (typeof ATTENTION_KERNEL_CHOICES)[number];
 /** `gemvSlices`: warps a column of the dense one-row GEMVs splits K between. */
 export const GEMV_SLICE_CHOICES = [1, 2, 4, 8] as const;
 export type GemvSlices = (typeof GEMV_SLICE_CHOICES)[number];
-/** `weightPrefetch`: decode GEMVs prefetch their weights into L2 while the kernel before them runs (`on`) or not. */
-export const WEIGHT_PREFETCH_CHOICES = ['on', 'off'] as const;
+/**
+ * `weightPrefetch`: what the int8 GEMVs do before the kernel before them is
+ * done, with short kernels (norms, RoPE, decode attention) letting them
+ * launch early: `on`, prefetch their weights into L2 and load the first
+ * steps; `loads`, only load the first steps; `chain`, that, and persistent
+ * GEMVs let the next kernel launch early too; `off` (the default), nothing.
+ */
+export const WEIGHT_PREFETCH_CHOICES = ['on', 'loads', 'chain', 'off'] as const;
 export type WeightPrefetch = (typeof WEIGHT_PREFETCH_CHOICES)[number];
 
 /** `qgemvActivations` (core's QGEMV_ACTIVATION_CHOICES): left out, a call's `activations: 'int8'` takes the int8 GEMV. */

@@ -115,6 +115,8 @@ describe('int8 quantized GEMV', () => {
       blocksPerSm: 0,
       depth: 1,
       prefetch: false,
+      earlyLoads: false,
+      triggerDependents: false,
       norm: false,
     };
     const text = qgemvInt8Module(base).emit();
@@ -181,6 +183,21 @@ describe('int8 quantized GEMV', () => {
       expect(first('griddepcontrol.wait;')).toBeLessThan(first('cp.async'));
       expect(qgemvInt8Module({ ...base, ...mode, prefetch: true }).emit()).not.toContain('griddepcontrol');
     }
+    // Early loads: the first codes before the wait, without prefetches; a persistent kernel may trigger its dependents.
+    for (const mode of [{}, { persistent: true, blocksPerSm: 2, triggerDependents: true }]) {
+      const early = qgemvInt8Module({ ...base, ...mode, earlyLoads: true }).emit({
+        dependentLaunch: true,
+        earlyTrigger: true,
+      });
+      const first = (what: string) => early.indexOf(what);
+      expect(early).not.toContain('prefetch');
+      expect(early.match(/griddepcontrol\.wait;/g)).toHaveLength(1);
+      expect(first('ld.global.nc.v4.b32')).toBeLessThan(first('griddepcontrol.wait;'));
+      expect(first('griddepcontrol.wait;')).toBeLessThan(first('cp.async'));
+      expect(early.includes('griddepcontrol.launch_dependents;')).toBe('persistent' in mode);
+    }
+    expect(qgemvInt8Key({ ...base, earlyLoads: true })).not.toBe(qgemvInt8Key(base));
+    expect(() => qgemvInt8Module({ ...base, triggerDependents: true })).toThrow(/persistent/);
     const plain = qgemvInt8Module(base).emit({ dependentLaunch: true });
     expect(plain.indexOf('griddepcontrol.wait;')).toBeLessThan(plain.indexOf('ld.param'));
     expect(plain).not.toContain('prefetch');
@@ -228,6 +245,8 @@ describe.skipIf(gate.skip)(
               blocksPerSm: 0,
               depth: 1,
               prefetch: false,
+              earlyLoads: false,
+              triggerDependents: false,
               norm: i === 1,
             };
             // The persistent mode at the blocks per SM persistentShape gives it; both loops.
@@ -302,11 +321,16 @@ describe('int8 quantized GEMV on an emulated device', () => {
     for (const depth of [1, 2, 3] as const) {
       const what = `${opts.pair ? 'gate·up ' : ''}${format} ${m}×${k}→${n}${opts.act ? ` ${opts.act} x` : ''}${opts.variant ? ` variant ${opts.variant}` : ''}, depth ${depth}`;
       it(`${what} equals the product of x's int8 blocks`, async () => {
-        // Depth 2 (the default) prefetches its rows too: every prefetched line lies in the weights.
+        // Depth 2 (the default) prefetches its rows too: every prefetched line lies in the weights;
+        // depth 3 loads its first steps before the dependency wait.
         const tuning = {
           qgemvActivations: 'int8' as const,
           qgemvDepth: depth,
-          ...(depth === 2 ? { weightPrefetch: 'on' as const } : {}),
+          ...(depth === 2
+            ? { weightPrefetch: 'on' as const }
+            : depth === 3
+              ? { weightPrefetch: 'loads' as const }
+              : {}),
           ...(opts.variant ? { qgemvVariant: opts.variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 2, tuning });
@@ -401,7 +425,11 @@ describe('persistent int8 quantized GEMV on an emulated device', () => {
           qgemvActivations: 'int8' as const,
           qgemvPersistent: 'on' as const,
           qgemvDepth: depth,
-          ...(depth === 2 ? { weightPrefetch: 'on' as const } : {}),
+          ...(depth === 2
+            ? { weightPrefetch: 'on' as const }
+            : depth === 3
+              ? { weightPrefetch: 'chain' as const }
+              : {}),
           ...(variant ? { qgemvVariant: variant } : {}),
         };
         const { fake, gpu, dispose } = createEmulatedGpu({ multiprocessors: 1, tuning });

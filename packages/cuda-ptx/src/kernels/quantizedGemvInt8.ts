@@ -117,6 +117,19 @@ export interface QgemvInt8Config {
    * early trigger there, the weights stream in while that kernel runs.
    */
   readonly prefetch: boolean;
+  /**
+   * The first steps' codes are loaded before the dependency wait (as with
+   * `prefetch`, without the L2 prefetches): they come in while the kernel
+   * before it finishes. Only for weights no kernel still in flight writes.
+   */
+  readonly earlyLoads: boolean;
+  /**
+   * Persistent: the next kernel may launch as soon as all blocks have
+   * started (`griddepcontrol.launch_dependents` first), so that its early
+   * loads overlap this one's tail. Every block is resident at once, so the
+   * next kernel's blocks never hold back one of this kernel's.
+   */
+  readonly triggerDependents: boolean;
   /** An rmsNorm folded in: x · normWeight quantized, each row's sums scaled by its inverse RMS. */
   readonly norm: boolean;
 }
@@ -129,7 +142,7 @@ export function qgemvInt8Key(v: QgemvInt8Config): string {
   const mode = v.persistent
     ? `p${v.blocksPerSm}`
     : `s${v.slices}${v.blocksPerSm > 0 ? `b${v.blocksPerSm}` : ''}`;
-  const shape = `m${v.rows}/c${v.cols}${mode}${v.depth > 1 ? `d${v.depth}` : ''}${v.prefetch ? 'pf' : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
+  const shape = `m${v.rows}/c${v.cols}${mode}${v.depth > 1 ? `d${v.depth}` : ''}${v.prefetch ? 'pf' : v.earlyLoads ? 'el' : ''}${v.triggerDependents ? 't' : ''}/${v.stagedX ? 'staged' : 'scalar'}`;
   return `quantized/gemv-int8/${shape}/${what}${storageKey([v.types.act, v.types.scale])}`;
 }
 
@@ -150,6 +163,8 @@ function check(v: QgemvInt8Config): void {
     fail('cols', 'weights · columns · rows of at most 32 (one lane stores each)', String(v.cols));
   if (v.pair && v.withC) fail('c', 'no c with the gate·up pair', 'c');
   if (v.persistent && v.slices !== 1) fail('slices', '1 when persistent', String(v.slices));
+  if (v.triggerDependents && !v.persistent)
+    fail('triggerDependents', 'only persistent blocks (all resident at once)', 'blocked');
   const sums = v.cols * v.rows * (v.pair ? 2 : 1);
   const deepest = deepestFor(sums, v.blocksPerSm);
   if (![1, 2, 3].includes(v.depth) || v.depth > deepest)
@@ -580,7 +595,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
         if (v.prefetch) chunks.prefetch(rows, chunk, 32 * S);
         sets[0] = chunks.load(rows, chunk);
         for (let s = 1; s < v.depth - 1; s++) sets[s] = chunks.load(rows, chunkAt(s));
-        if (v.prefetch) k.dependencyWait();
+        if (v.prefetch || v.earlyLoads) k.dependencyWait();
         const x = quantizeX();
         const sliceK = k.mulLo('u32', k.reg('u32'), slice, 32 * E);
         if (v.depth === 1) {
@@ -669,7 +684,7 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
         advance(ahead);
         sets[s] = loadAt();
       }
-      if (v.prefetch) k.dependencyWait();
+      if (v.prefetch || v.earlyLoads) k.dependencyWait();
       const x = quantizeX();
       const t = k.reg('u32');
       /** Adds `now` (the used cursor's step), stores the unit it ends, and moves the cursor on. */
@@ -719,7 +734,10 @@ export function qgemvInt8Module(v: QgemvInt8Config): PtxModule {
     // Persistent blocks must all be resident: at most 65536 / (256 · blocksPerSm) registers. Blocked:
     // the same where asked; else no .maxntid, with which ptxas holds some 4-row configurations to 64
     // registers and spills.
-    v.blocksPerSm > 0 ? { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.blocksPerSm } : {},
+    {
+      ...(v.blocksPerSm > 0 ? { maxThreadsPerBlock: THREADS, minBlocksPerSm: v.blocksPerSm } : {}),
+      ...(v.triggerDependents ? { triggerDependents: true } : {}),
+    },
   );
   return m;
 }
@@ -917,6 +935,7 @@ export function encodeQuantizedGemvInt8(
     prefetch:
       encoder.tuning.weightPrefetch === 'on' &&
       weights.length * n * quantLayout(attrs.format, kDim).rowWords * 4 <= PREFETCH_MAX_BYTES,
+    earlyLoads: encoder.tuning.weightPrefetch === 'loads' || encoder.tuning.weightPrefetch === 'chain',
   };
   const sums = cols * rows * (pair ? 2 : 1);
   const depthAt = (blocksPerSm: number) =>
@@ -934,6 +953,7 @@ export function encodeQuantizedGemvInt8(
         slices: 1,
         persistent: true,
         depth: depthAt(persistent.blocksPerSm),
+        triggerDependents: encoder.tuning.weightPrefetch === 'chain',
       }
     : {
         ...base,
@@ -942,6 +962,7 @@ export function encodeQuantizedGemvInt8(
           encoder.tuning.qgemvSlices ??
           qgemvSlicesFor(n, kDim, { cols, words: 4 }, layout.perWord, encoder.device.multiprocessors),
         persistent: false,
+        triggerDependents: false,
         blocksPerSm: asked ?? 0,
         depth: depthAt(asked ?? 0),
       };

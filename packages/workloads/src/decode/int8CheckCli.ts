@@ -17,7 +17,7 @@ with an rmsNorm folded in).
   --depth LIST       qgemvDepth choices to run (default 1,2,3; capped per case as the backend caps it)
   --columns LIST     default, or the qgemvVariant forcing columns a warp: b (4), c (2), d (8)
                      (default default,c: two columns keep 2 sums a lane, where depth 3 runs)
-  --prefetch LIST    weightPrefetch choices to run: on, off (default off)
+  --prefetch LIST    weightPrefetch choices to run: on, loads, chain, off (default off)
   --formats LIST     only these formats (default all)
   --seed N           inputs (default 1)`;
 
