@@ -80,6 +80,8 @@ export function quantizedGateUp(
   format: QuantFormat,
   [m, k, n]: readonly [number, number, number],
   when: Modes,
+  /** An rmsNorm folded in, as a decoder asks for it (its weight is read beside x). */
+  norm = false,
 ): BenchCase {
   const { codes, scales, subBlockScales, offsets, bytes } = quantizedWeight(format, k, n);
   // q4k: both weights' sub-block scales, then both dmin offsets; q4g32a's and q8g32a's offsets after no zeros.
@@ -89,11 +91,21 @@ export function quantizedGateUp(
       ? [subBlockScales, subBlockScales]
       : [];
   return {
-    id: `qgemv/gateup-${format}-${m}x${k}x${n}`,
+    id: `qgemv/gateup-${format}${norm ? '-norm' : ''}-${m}x${k}x${n}`,
     family: 'qgemv',
     spec: quantizedGateUpSwiglu,
-    inputs: [{ shape: [m, k] }, codes, scales, codes, scales, ...extra],
-    attrs: { format },
+    // The norm's weight follows the optional inputs, each left out as undefined.
+    inputs: [
+      { shape: [m, k] },
+      codes,
+      scales,
+      codes,
+      scales,
+      ...(norm
+        ? [...extra, ...Array.from({ length: 4 - extra.length }, () => undefined), { shape: [k] }]
+        : extra),
+    ],
+    attrs: norm ? { format, eps: 1e-5 } : { format },
     bound: 'bytes',
     x: 2 * bytes,
     ...modes(when),

@@ -179,6 +179,8 @@ const CASES: BenchCase[] = [
   // Llama-3.1-8B's gate and up in Q4_K (a Q4_K_M file's).
   quantizedGateUp('q4k', [1, 256, 256], QUICK),
   quantizedGateUp('q4k', [1, 4096, 14336], FULL),
+  quantizedGateUp('q4k', [1, 256, 256], QUICK, true),
+  quantizedGateUp('q4k', [1, 4096, 14336], FULL, true),
   quantizedGemv('q4k', [1, 4096, 14336], false, FULL),
   // The same in Q8_0 (q8g32).
   quantizedGateUp('q8g32', [1, 4096, 14336], FULL),
@@ -201,6 +203,7 @@ const CASES: BenchCase[] = [
     ] as const
   ).map((s) => quantizedGemv('q4k', s, false, FULL)),
   quantizedGateUp('q4k', [1, 2048, 8192], FULL),
+  quantizedGateUp('q4k', [1, 2048, 8192], FULL, true),
   kvScatter(8, 64, 256, 1, QUICK),
   kvScatter(8, 64, 256, 16, QUICK),
   ...[1, 16, 256].map((t) => kvScatter(32, 128, 2048, t, FULL)),

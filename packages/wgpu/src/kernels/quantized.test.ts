@@ -58,6 +58,23 @@ describe('quantized shaders', () => {
       }).code();
       expect(normed).toContain('var<storage, read> normWeight: array<f32>');
       expect(normed).toContain('q * g');
+      // An aligned norm weight is read a quad at a time.
+      const quads = quantStreamShader({
+        format,
+        rows: 1,
+        vecX: true,
+        norm: true,
+        vecNorm: true,
+        subgroups: false,
+        cols: 1,
+        int8: false,
+      });
+      expect(quads.code()).toContain('var<storage, read> normWeight: array<vec4<f32>>');
+      expect(quads.code()).toContain('return normWeight[k / 4u];');
+      expect(quads.key).not.toBe(
+        quantStreamShader({ format, rows: 1, vecX: true, norm: true, subgroups: false, cols: 1, int8: false })
+          .key,
+      );
       expect(normed.match(/var<storage/g)!.length).toBeLessThanOrEqual(8);
       expect(code).not.toContain('normWeight');
       // With subgroups: each column's lanes summed by xor shuffles where subgroups of 32 run in
