@@ -67,6 +67,7 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   fusedColumns: true,
   quantColumns: true,
   quantResident: true,
+  quantResidentWorkgroups: true,
   qgemvActivations: true,
   attentionChunk: true,
   qgemvVariant: true,

@@ -87,6 +87,14 @@ export const QUANT_RESIDENT_CHOICES = ['on', 'off'] as const;
 export type QuantResident = (typeof QUANT_RESIDENT_CHOICES)[number];
 
 /**
+ * The most workgroups a resident x's product launches (each stages x once,
+ * then takes column sets in turn): fewer stage x fewer times, more keep more
+ * words in flight. Absent, 1,024.
+ */
+export const QUANT_RESIDENT_WORKGROUP_CHOICES = [256, 512, 1024] as const;
+export type QuantResidentWorkgroups = (typeof QUANT_RESIDENT_WORKGROUP_CHOICES)[number];
+
+/**
  * The wgpu backend's tuning switches, for measurements and checks: each has
  * a measured default, which leaving it out keeps. Kernels read them from
  * their encoder.
@@ -112,6 +120,8 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly quantColumns?: QuantColumns;
   /** A one-row int8 x staged whole (see QUANT_RESIDENT_CHOICES); absent, picked by the row's length. */
   readonly quantResident?: QuantResident;
+  /** The most workgroups of a resident x's product (see QUANT_RESIDENT_WORKGROUP_CHOICES); absent, 1,024. */
+  readonly quantResidentWorkgroups?: QuantResidentWorkgroups;
   /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
   readonly qgemvActivations?: QgemvActivations;
   /** Tokens a chunk of the decode attention's split pass holds (see ATTENTION_CHUNK_CHOICES); absent, picked by length. */
@@ -127,6 +137,7 @@ export interface WgpuTuning extends QgemvTuning {
   readonly fusedColumns: FusedColumns | undefined;
   readonly quantColumns: QuantColumns | undefined;
   readonly quantResident: QuantResident | undefined;
+  readonly quantResidentWorkgroups: QuantResidentWorkgroups | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly attentionChunk: AttentionChunk | undefined;
 }
@@ -142,6 +153,7 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   fusedColumns: undefined,
   quantColumns: undefined,
   quantResident: undefined,
+  quantResidentWorkgroups: undefined,
   qgemvActivations: undefined,
   attentionChunk: undefined,
 };
@@ -172,6 +184,10 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     quantResident: checkChoice(options.quantResident, QUANT_RESIDENT_CHOICES, {
       operation: CREATE,
       argument: 'quantResident',
+    }),
+    quantResidentWorkgroups: checkChoice(options.quantResidentWorkgroups, QUANT_RESIDENT_WORKGROUP_CHOICES, {
+      operation: CREATE,
+      argument: 'quantResidentWorkgroups',
     }),
     quantColumns: checkChoice(options.quantColumns, QUANT_COLUMN_CHOICES, {
       operation: CREATE,

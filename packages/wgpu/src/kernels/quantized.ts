@@ -939,7 +939,8 @@ function encodeQuantizedPiece(
         ? residentWordsFor(encoder, layout.bits, layout.rowWords / 4, { k, norm: norm !== undefined })
         : undefined;
     // A resident x: at most MAX_RESIDENT_WORKGROUPS workgroups, each taking `sets` column sets in turn.
-    const tiles = resident === undefined ? needed : Math.min(needed, MAX_RESIDENT_WORKGROUPS);
+    const most = encoder.tuning.quantResidentWorkgroups ?? MAX_RESIDENT_WORKGROUPS;
+    const tiles = resident === undefined ? needed : Math.min(needed, most);
     const sets = Math.ceil(needed / tiles);
     encoder.dispatch({
       // One row (decoding) or up to 4, rows past M clamped: two shaders per variant, not four.

@@ -221,12 +221,22 @@ const int8Cases: readonly (readonly [QuantFormat, number, number, number, boolea
   // 1,032 workgroups' columns: a resident x's workgroups take a second column set.
   ['q8g32', 1, 64, 16_500, false, false],
 ];
-// Each tile staged in turn, and one row's x staged whole (resident).
-for (const quantResident of ['off', 'on'] as const) {
-  const staged = quantResident === 'on' ? 'whole' : 'tile by tile';
+// Each tile staged in turn, one row's x staged whole (resident), and that by 256 workgroups at most
+// (the 16,500 columns' workgroups then take five column sets each).
+const int8Stagings = [
+  { quantResident: 'off' },
+  { quantResident: 'on' },
+  { quantResident: 'on', quantResidentWorkgroups: 256 },
+] as const;
+for (const staging of int8Stagings) {
+  const { quantResident } = staging;
+  const staged =
+    quantResident === 'on'
+      ? `whole${'quantResidentWorkgroups' in staging ? ` by at most ${staging.quantResidentWorkgroups} workgroups` : ''}`
+      : 'tile by tile';
   needsAdapter(`the streaming quantized shader on int8 activations, x staged ${staged}`, () => {
     // The switch takes int8 activations whatever the call's attribute says.
-    const gpuReady = createWgpuBackend({ quantColumns: 2, qgemvActivations: 'int8', quantResident });
+    const gpuReady = createWgpuBackend({ quantColumns: 2, qgemvActivations: 'int8', ...staging });
     afterAll(async () => (await gpuReady).dispose());
     for (const [format, m, k, n, norm, zeroPoints] of int8Cases) {
       // Only one row's x stays resident.
