@@ -44,6 +44,9 @@ describe('wgpu options from the environment', () => {
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_QUANT_RESIDENT_WORKGROUPS: '512' })).toEqual({
       quantResidentWorkgroups: 512,
     });
+    expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_QUANT_PAIR_COLUMNS: '2' })).toEqual({
+      quantPairColumns: 2,
+    });
     expect(wgpuOptionsFromEnvironment({ RAYO_WGPU_QUANT_COLUMNS: '2' })).toEqual({ quantColumns: 2 });
     expect(wgpuOptionsFromEnvironment({ RAYO_QGEMV_ACTIVATIONS: 'f32' })).toEqual({
       qgemvActivations: 'f32',

@@ -14,6 +14,7 @@ import {
   HALF_GEMM_MODES,
   HALF_GEMM_TILE_NAMES,
   QUANT_COLUMN_CHOICES,
+  QUANT_PAIR_COLUMN_CHOICES,
   QUANT_RESIDENT_CHOICES,
   QUANT_RESIDENT_WORKGROUP_CHOICES,
   type WgpuTuningOptions,
@@ -54,7 +55,7 @@ function togglesFromEnvironment(env: EnvironmentVariables, name: string): string
  * RAYO_WGPU_F16_GEMM_TILE (`128x128w2x4`, … see HALF_GEMM_TILE_NAMES) → `f16GemmTile`,
  * RAYO_WGPU_F16_ATTENTION_TILE (`4x64`, … see F16_ATTENTION_TILE_NAMES) → `f16AttentionTile`,
  * RAYO_WGPU_FUSED_COLUMNS (1, 2, 4) → `fusedColumns`, RAYO_WGPU_QUANT_COLUMNS (1, 2, 4) →
- * `quantColumns`, RAYO_WGPU_QUANT_RESIDENT (`on`, `off`) → `quantResident`, RAYO_WGPU_QUANT_RESIDENT_WORKGROUPS (256, 512, 1024) → `quantResidentWorkgroups`, RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`, RAYO_WGPU_ATTENTION_CHUNK (64, 128, 256) → `attentionChunk`,
+ * `quantColumns`, RAYO_WGPU_QUANT_RESIDENT (`on`, `off`) → `quantResident`, RAYO_WGPU_QUANT_RESIDENT_WORKGROUPS (256, 512, 1024) → `quantResidentWorkgroups`, RAYO_WGPU_QUANT_PAIR_COLUMNS (1, 2) → `quantPairColumns`, RAYO_QGEMV_ACTIVATIONS (`f32`, `int8`) → `qgemvActivations`, RAYO_WGPU_ATTENTION_CHUNK (64, 128, 256) → `attentionChunk`,
  * RAYO_WGPU_UNSAFE_APIS=1 → `unsafeApis: true`, and
  * RAYO_DAWN_ENABLE / RAYO_DAWN_DISABLE (comma-separated Dawn toggles, e.g.
  * `skip_validation`) → `enableToggles` / `disableToggles`; unset or
@@ -77,6 +78,12 @@ export function wgpuOptionsFromEnvironment(
   const fusedColumns = choiceFromEnvironment(env, 'RAYO_WGPU_FUSED_COLUMNS', FUSED_COLUMN_CHOICES, WHERE);
   const quantColumns = choiceFromEnvironment(env, 'RAYO_WGPU_QUANT_COLUMNS', QUANT_COLUMN_CHOICES, WHERE);
   const quantResident = choiceFromEnvironment(env, 'RAYO_WGPU_QUANT_RESIDENT', QUANT_RESIDENT_CHOICES, WHERE);
+  const quantPairColumns = choiceFromEnvironment(
+    env,
+    'RAYO_WGPU_QUANT_PAIR_COLUMNS',
+    QUANT_PAIR_COLUMN_CHOICES,
+    WHERE,
+  );
   const quantResidentWorkgroups = choiceFromEnvironment(
     env,
     'RAYO_WGPU_QUANT_RESIDENT_WORKGROUPS',
@@ -110,6 +117,7 @@ export function wgpuOptionsFromEnvironment(
     ...(quantColumns === undefined ? {} : { quantColumns }),
     ...(quantResident === undefined ? {} : { quantResident }),
     ...(quantResidentWorkgroups === undefined ? {} : { quantResidentWorkgroups }),
+    ...(quantPairColumns === undefined ? {} : { quantPairColumns }),
     ...(qgemvActivations === undefined ? {} : { qgemvActivations }),
     ...(attentionChunk === undefined ? {} : { attentionChunk }),
     ...(unsafe === undefined ? {} : { unsafeApis: unsafe === '1' }),

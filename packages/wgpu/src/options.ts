@@ -68,6 +68,7 @@ const OPTION_KEYS: Readonly<Record<keyof WgpuBackendOptions, true>> = {
   quantColumns: true,
   quantResident: true,
   quantResidentWorkgroups: true,
+  quantPairColumns: true,
   qgemvActivations: true,
   attentionChunk: true,
   qgemvVariant: true,

@@ -87,6 +87,14 @@ export const QUANT_RESIDENT_CHOICES = ['on', 'off'] as const;
 export type QuantResident = (typeof QUANT_RESIDENT_CHOICES)[number];
 
 /**
+ * Output columns each group of a gate·up pair in one pass takes (a row of
+ * each weight per column): 2 read each tile's x once for twice the words and
+ * halve the workgroups that stage it. Absent, 1.
+ */
+export const QUANT_PAIR_COLUMN_CHOICES = [1, 2] as const;
+export type QuantPairColumns = (typeof QUANT_PAIR_COLUMN_CHOICES)[number];
+
+/**
  * The most workgroups a resident x's product launches (each stages x once,
  * then takes column sets in turn): fewer stage x fewer times, more keep more
  * words in flight. Absent, 1,024.
@@ -120,6 +128,8 @@ export interface WgpuTuningOptions extends QgemvOptions {
   readonly quantColumns?: QuantColumns;
   /** A one-row int8 x staged whole (see QUANT_RESIDENT_CHOICES); absent, picked by the row's length. */
   readonly quantResident?: QuantResident;
+  /** Output columns a group of a gate·up pair takes (see QUANT_PAIR_COLUMN_CHOICES); absent, 1. */
+  readonly quantPairColumns?: QuantPairColumns;
   /** The most workgroups of a resident x's product (see QUANT_RESIDENT_WORKGROUP_CHOICES); absent, 1,024. */
   readonly quantResidentWorkgroups?: QuantResidentWorkgroups;
   /** The streaming quantized product's x as exact f32 or int8 blocks (core's QGEMV_ACTIVATION_CHOICES); absent, as each call's `activations` allows. */
@@ -138,6 +148,7 @@ export interface WgpuTuning extends QgemvTuning {
   readonly quantColumns: QuantColumns | undefined;
   readonly quantResident: QuantResident | undefined;
   readonly quantResidentWorkgroups: QuantResidentWorkgroups | undefined;
+  readonly quantPairColumns: QuantPairColumns | undefined;
   readonly qgemvActivations: QgemvActivations | undefined;
   readonly attentionChunk: AttentionChunk | undefined;
 }
@@ -154,6 +165,7 @@ export const DEFAULT_WGPU_TUNING: WgpuTuning = {
   quantColumns: undefined,
   quantResident: undefined,
   quantResidentWorkgroups: undefined,
+  quantPairColumns: undefined,
   qgemvActivations: undefined,
   attentionChunk: undefined,
 };
@@ -188,6 +200,10 @@ export function resolveWgpuTuning(options: WgpuTuningOptions): WgpuTuning {
     quantResidentWorkgroups: checkChoice(options.quantResidentWorkgroups, QUANT_RESIDENT_WORKGROUP_CHOICES, {
       operation: CREATE,
       argument: 'quantResidentWorkgroups',
+    }),
+    quantPairColumns: checkChoice(options.quantPairColumns, QUANT_PAIR_COLUMN_CHOICES, {
+      operation: CREATE,
+      argument: 'quantPairColumns',
     }),
     quantColumns: checkChoice(options.quantColumns, QUANT_COLUMN_CHOICES, {
       operation: CREATE,

@@ -120,8 +120,9 @@ export interface QuantStreamVariant extends QuantShaderVariant {
   /** x staged as int8 blocks and summed by dot4I8Packed (quantizedStreamInt8.ts): 4- and 8-bit codes only. */
   readonly int8: boolean;
   /**
-   * A gate·up pair in one pass (cols 2): group g's column 0 is row g of the gate's
-   * weight, column 1 the same row of the up weight (bound after the gate's as packed_u, …),
+   * A gate·up pair in one pass (cols 2 or 4, P = cols / 2 rows of each weight a group):
+   * group g's columns 0 … P − 1 are rows gP … gP + P − 1 of the gate's weight, columns
+   * P … 2P − 1 the same rows of the up weight (bound after the gate's as packed_u, …),
    * and y = silu(gate) · up; no c.
    */
   readonly pair?: boolean;
@@ -345,11 +346,11 @@ export function quantStreamShader(v: QuantStreamVariant) {
   // The word loop stays a loop: unrolled, it made shaders that took seconds to compile on lavapipe.
   // Each u32 word's x is read from the tile once, for every column.
   const xUnits = word.units === 2 ? ['2u * j', '2u * j + 1u'] : ['j'];
-  if (v.pair && (v.cols !== 2 || v.gated || !grouped)) {
-    throw new InvalidArgumentError('a gate·up pair shader takes 2 columns of a group-scaled format', {
+  if (v.pair && ((v.cols !== 2 && v.cols !== 4) || v.gated || !grouped)) {
+    throw new InvalidArgumentError('a gate·up pair shader takes 2 or 4 columns of a group-scaled format', {
       operation: quantizedMatmul.name,
       argument: 'variant',
-      expected: 'cols 2, no gate, group scales',
+      expected: 'cols 2 or 4, no gate, group scales',
       actual: `cols ${v.cols}, gated ${v.gated === true}, format ${v.format}`,
     });
   }
@@ -435,8 +436,9 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   const scaleOf = (c: number) => (subBlocks ? `sb${c}.x` : `gs${c}`);
   const offsetOf = (c: number) => (subBlocks ? `sb${c}.y` : `go${c}`);
   /** WGSL lines per column c: its word (and its group's scale, zero point and offset) at chunk `chunk`, as `let`s or assignments. */
-  // A pair's column 1 reads the up weight through its own copy of the functions.
-  const fnOf = (c: number) => (v.pair && c === 1 ? UP_SUFFIX : '');
+  /** A pair's rows of each weight a group; its columns from pairRows on read the up weight through its own copy of the functions. */
+  const pairRows = v.cols / 2;
+  const fnOf = (c: number) => (v.pair && c >= pairRows ? UP_SUFFIX : '');
   const wordLoads = (prefix: string, chunk: string) =>
     columns.flatMap((c) => [
       `${prefix}wv${c} = word_of${fnOf(c)}(wRow${c}, chunks, ${chunk});`,
@@ -457,16 +459,21 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
     return `${name} = next_${name};`;
   });
   // Lane 0 of each group stores its columns of every row from the group's sums (acc{r}_{c}).
-  // A pair: each row's gate (column 0) and up (column 1) sums, normed alike, give silu(gate) · up.
+  // A pair: each row's gate (column p) and up (column P + p) sums, normed alike, give silu(gate) · up.
   const normed = (r: number, c: number) => (v.norm ? `acc${r}_${c} * inv${r}` : `acc${r}_${c}`);
-  const pairEpilogue = `if (lane == 0u && col0 < params.n) {
+  const pairEpilogue = columns
+    .slice(0, pairRows)
+    .map(
+      (p) => `if (lane == 0u && col${p} < params.n) {
     ${rows
       .map(
         (r) =>
-          `if (${r}u < params.m) { y[${r}u * params.ldy + params.colOffset + col0] = ${activationWgsl('silu', normed(r, 0))} * (${normed(r, 1)}); }`,
+          `if (${r}u < params.m) { y[${r}u * params.ldy + params.colOffset + col${p}] = ${activationWgsl('silu', normed(r, p))} * (${normed(r, pairRows + p)}); }`,
       )
       .join('\n    ')}
-  }`;
+  }`,
+    )
+    .join('\n  ');
   const epilogue = v.pair
     ? pairEpilogue
     : `if (lane == 0u) {
@@ -519,7 +526,9 @@ fn x_quad(row: u32, k: u32) -> vec4<f32> {
   // Set `set`'s columns of group g: col{c} of the group's column base (a pair: both weights' row colBase).
   const residentColumns = (set: string) => {
     const group = `(${set} * params.tiles + wgi) * ${GROUPS}u + tid / ${LANES}u`;
-    return v.pair ? [`${group}`, `${group}`] : columns.map((c) => `(${group}) * ${v.cols}u + ${c}u`);
+    return v.pair
+      ? columns.map((c) => `(${group}) * ${pairRows}u + ${c % pairRows}u`)
+      : columns.map((c) => `(${group}) * ${v.cols}u + ${c}u`);
   };
   // A resident x: the row staged whole once, then each group streams its column sets' words without
   // barriers between tiles (the lanes' sums still meet through xt where subgroups do not run in order).
@@ -623,9 +632,9 @@ ${v.norm ? normQuad : ''}`);
   let lane = tid % ${LANES}u;
   ${
     v.pair
-      ? `// Group g of the workgroup owns output column colBase: row colBase of the gate (0) and of up (1).
-  let colBase = wgi * ${GROUPS}u + tid / ${LANES}u;
-  let col0 = colBase; let col1 = colBase;`
+      ? `// Group g of the workgroup owns output columns colBase … +${pairRows}: those rows of the gate, then of up.
+  let colBase = (wgi * ${GROUPS}u + tid / ${LANES}u) * ${pairRows}u;
+  ${columns.map((c) => `let col${c} = colBase + ${c % pairRows}u;`).join(' ')}`
       : `// Group g of the workgroup owns ${v.cols} adjacent column(s) from colBase.
   let colBase = (wgi * ${GROUPS}u + tid / ${LANES}u) * ${v.cols}u;
   ${columns.map((c) => `let col${c} = colBase + ${c}u;`).join(' ')}`
@@ -929,11 +938,16 @@ function encodeQuantizedPiece(
     return;
   }
   if (m <= QUANT_STREAM_MAX_ROWS) {
-    // A pair: each group one output column, from a row of each weight.
-    const cols = up ? 2 : quantColumnsFor(n, layout.bits, encoder.tuning.quantColumns);
+    // A pair: each group one output column (or quantPairColumns), from a row of each weight.
+    const pairRows = encoder.tuning.quantPairColumns ?? 1;
+    const cols: QuantColumns = up
+      ? pairRows === 2
+        ? 4
+        : 2
+      : quantColumnsFor(n, layout.bits, encoder.tuning.quantColumns);
     const int8 =
       streamsInt8(attrs.format) && takesInt8Activations(attrs.activations, encoder.tuning.qgemvActivations);
-    const needed = Math.ceil(n / (GROUPS * (up ? 1 : cols)));
+    const needed = Math.ceil(n / (GROUPS * (up ? pairRows : cols)));
     const resident =
       int8 && m === 1
         ? residentWordsFor(encoder, layout.bits, layout.rowWords / 4, { k, norm: norm !== undefined })

@@ -262,6 +262,44 @@ for (const staging of int8Stagings) {
   });
 }
 
+// The gate·up pair in one pass with two rows of each weight a group, on int8 x: tile by tile (odd N, so
+// a last group's second rows lie past the end; a folded norm; several rows) and with x resident on few
+// workgroups (five column sets each).
+const pairColumnCases: readonly (readonly [QuantFormat, number, number, number, boolean])[] = [
+  ['q4k', 1, 512, 37, true],
+  ['q8g32', 2, 1600, 7, false],
+  ['q4k', 1, 256, 2500, false],
+];
+for (const staging of [{}, { quantResident: 'on', quantResidentWorkgroups: 256 }] as const) {
+  const how = 'quantResident' in staging ? 'x resident' : 'tile by tile';
+  needsAdapter(`the gate·up pair on int8 x, two rows of each weight a group, ${how}`, () => {
+    const gpuReady = createWgpuBackend({ qgemvActivations: 'int8', quantPairColumns: 2, ...staging });
+    afterAll(async () => (await gpuReady).dispose());
+    for (const [format, m, k, n, norm] of pairColumnCases) {
+      if ('quantResident' in staging && (m > 1 || norm)) continue;
+      it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
+        const gpu = await gpuReady;
+        const rng = new Rng(n * 17 + k + m);
+        const random = (size: number, scale = 1) =>
+          Array.from({ length: size }, () => rng.uniform(-scale, scale));
+        const weights = [0, 1].map(() =>
+          quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format),
+        );
+        const problem = {
+          x: random(m * k),
+          c: random(m * n),
+          weights,
+          m,
+          ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
+        };
+        const stream = await int8StreamKeys(gpu, problem);
+        expect(stream).toEqual([expect.stringMatching(/\/c4\/int8\/(r\d+\/)?pair\//)]);
+        expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe('quantResident' in staging);
+      }, 600_000);
+    }
+  });
+}
+
 // The gate·up pair of the formats without a pair shader: up to 4 rows in one
 // pass of the streaming shader, each group a row of both weights (the
 // device binds them all); 5 rows take the tiled products and a SwiGLU
