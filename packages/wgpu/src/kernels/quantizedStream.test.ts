@@ -137,6 +137,32 @@ async function int8StreamKeys(
   }
 }
 
+/**
+ * A seeded product problem (core's runQuantizedProduct): `weights` host-quantized [N, K] weights of
+ * `format` (two for a gate·up pair), then x [M, K], c [M, N] and, with `norm`, a folded norm's weight,
+ * drawn in that order.
+ */
+function seededProblem(
+  seed: number,
+  format: QuantFormat,
+  [m, k, n]: readonly [number, number, number],
+  options: { readonly weights: 1 | 2; readonly norm: boolean; readonly zeroPoints?: boolean },
+) {
+  const rng = new Rng(seed);
+  const random = (size: number, scale = 1) => Array.from({ length: size }, () => rng.uniform(-scale, scale));
+  const quantize = { zeroPoints: options.zeroPoints === true };
+  const weights = Array.from({ length: options.weights }, () =>
+    quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format, quantize),
+  );
+  return {
+    x: random(m * k),
+    c: random(m * n),
+    weights,
+    m,
+    ...(options.norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
+  };
+}
+
 const unavailable = await backendProvider.probe();
 const needsAdapter = unavailable && process.env.CI !== 'true' ? describe.skip : describe;
 
@@ -243,17 +269,7 @@ for (const staging of int8Stagings) {
       if (quantResident === 'on' && m > 1) continue;
       it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
         const gpu = await gpuReady;
-        const rng = new Rng(n * 7 + k + m);
-        const random = (size: number, scale = 1) =>
-          Array.from({ length: size }, () => rng.uniform(-scale, scale));
-        const weight = quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format, { zeroPoints });
-        const problem = {
-          x: random(m * k),
-          c: random(m * n),
-          weights: [weight],
-          m,
-          ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
-        };
+        const problem = seededProblem(n * 7 + k + m, format, [m, k, n], { weights: 1, norm, zeroPoints });
         const stream = await int8StreamKeys(gpu, problem);
         expect(stream).toEqual([expect.stringContaining('/int8/')]);
         expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe(quantResident === 'on');
@@ -279,19 +295,7 @@ for (const staging of [{}, { quantResident: 'on', quantResidentWorkgroups: 256 }
       if ('quantResident' in staging && (m > 1 || norm)) continue;
       it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches its int8 blocks`, async () => {
         const gpu = await gpuReady;
-        const rng = new Rng(n * 17 + k + m);
-        const random = (size: number, scale = 1) =>
-          Array.from({ length: size }, () => rng.uniform(-scale, scale));
-        const weights = [0, 1].map(() =>
-          quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format),
-        );
-        const problem = {
-          x: random(m * k),
-          c: random(m * n),
-          weights,
-          m,
-          ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
-        };
+        const problem = seededProblem(n * 17 + k + m, format, [m, k, n], { weights: 2, norm });
         const stream = await int8StreamKeys(gpu, problem);
         expect(stream).toEqual([expect.stringMatching(/\/c4\/int8\/(r\d+\/)?pair\//)]);
         expect(/\/int8\/r\d+\//.test(stream[0]!)).toBe('quantResident' in staging);
@@ -322,19 +326,7 @@ needsAdapter('the gate·up pair in one pass', () => {
   for (const [format, m, k, n, norm] of gatedCases) {
     it(`${format} ${m}×${k}→${n}${norm ? ' rmsNorm' : ''} matches the cpu backend`, async () => {
       const gpu = await gpuReady;
-      const rng = new Rng(n * 31 + k + m);
-      const random = (size: number, scale = 1) =>
-        Array.from({ length: size }, () => rng.uniform(-scale, scale));
-      const weights = [0, 1].map(() =>
-        quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], format),
-      );
-      const problem = {
-        x: random(m * k),
-        c: random(m * n),
-        weights,
-        m,
-        ...(norm ? { norm: { weight: random(k), eps: 1e-5 } } : {}),
-      };
+      const problem = seededProblem(n * 31 + k + m, format, [m, k, n], { weights: 2, norm });
       const keys = pipelineKeys(gpu);
       const got = runQuantizedProduct(gpu, problem);
       const want = runQuantizedProduct(cpu, problem);
@@ -382,12 +374,7 @@ for (const fewBindings of [false, true]) {
     afterAll(async () => (await gpuReady).dispose());
     it('q4k 1×3328→37 rmsNorm matches its int8 blocks', async () => {
       const gpu = await gpuReady;
-      const rng = new Rng(5);
-      const random = (size: number, scale = 1) =>
-        Array.from({ length: size }, () => rng.uniform(-scale, scale));
-      const [n, k] = [37, 3328];
-      const weights = [0, 1].map(() => quantizeWeights(Float32Array.from(random(n * k, 0.1)), [n, k], 'q4k'));
-      const problem = { x: random(k), c: random(n), weights, m: 1, norm: { weight: random(k), eps: 1e-5 } };
+      const problem = seededProblem(5, 'q4k', [1, 3328, 37], { weights: 2, norm: true });
       const stream = await int8StreamKeys(gpu, problem);
       if (fewBindings) {
         expect(gpu.device.limits.maxStorageBuffersPerShaderStage).toBeLessThan(11);
