@@ -64,12 +64,14 @@ for (const { dir, pkg } of manifests) {
 // The longest files start first, so that they overlap the many short ones on
 // CI's two cores instead of running alone at the end (the default order, by
 // size for files without timings, would start the small conformance files
-// last). Longest first, as measured on a 2-core machine: lavapipe's full
-// conformance suite, the PTX interpreter, the two pages and the browser suite
+// last). Longest first, as measured on a 2-core machine: lavapipe's
+// conformance suite in its two halves (one for each core while Mesa's shader
+// cache is cold), the PTX interpreter, the two pages and the browser suite
 // (which mostly wait on Chromium compiling shaders in SwiftShader, on more
 // than one core), ptxas, the cpu reference, typedoc and the packed packages.
 const LONGEST_FIRST = [
   'wgpu/src/conformance.test.ts',
+  'wgpu/src/conformanceFusedAttention.test.ts',
   'cuda-ptx/src/emulated.test.ts',
   'examples/web/src/pages.test.ts',
   'wgpu/src/browser.test.ts',

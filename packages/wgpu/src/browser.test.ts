@@ -7,7 +7,7 @@ import { runBrowserConformance } from '../browser/harness.js';
 // The conformance suite in headless Chromium through navigator.gpu, on
 // SwiftShader's WebGPU adapter: the browser build of the backend, bundled as
 // an app bundles it. The same WGSL runs every check of the suite on Dawn in
-// Node (conformance.test.ts, on lavapipe in CI), every dtype, layout,
+// Node (conformance*.test.ts, on lavapipe in CI), every dtype, layout,
 // attribute and mode included, and SwiftShader spends seconds compiling each
 // pipeline, so by default the page runs one valid case of every kernel (its
 // dtypes spread over the kernels) and every other check:
