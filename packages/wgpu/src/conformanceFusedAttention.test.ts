@@ -1,4 +1,4 @@
-import { describeWgpuConformance, FUSED_ATTENTION_GROUPS } from './conformanceHalves.testkit.js';
+import { describeWgpuConformance, FUSED_ATTENTION_GROUPS } from '../testing/conformanceHalves.js';
 
 // The fused, flash attention and paged attention groups of the conformance
 // suite: about half of its compile time on lavapipe (see FUSED_ATTENTION_GROUPS).

@@ -1,6 +1,6 @@
 import { describeConformance } from '@rayo/conformance';
 import { describe, it } from 'vitest';
-import { backendProvider, createWgpuBackend } from './index.js';
+import { backendProvider, createWgpuBackend } from '../src/index.js';
 
 /**
  * The conformance groups `conformanceFusedAttention.test.ts` runs;
