@@ -192,13 +192,22 @@ describe('decode-bench', () => {
       reference: 'cuda',
       firstDisagreement: 2,
       logitsMaxDiff: 1,
-      nearTie: { margin: 0.5 },
+      nearTie: { margin: 0.5, of: 'cuda' },
       gate: true,
     });
     // Parting where the reference was sure (2 apart): a failure.
     expect(at([1, 9, 9, 9], Float32Array.of(41, -30)).nearTie).toBeUndefined();
     // Logits apart by more than 5% of their size: a fault, not rounding, wherever they part.
     expect(at([1, 2, 9, 9], Float32Array.of(43, -30)).nearTie).toBeUndefined();
+    // PyTorch's reference records no margins: the compared run's own, at the same context, judge.
+    const torch = { name: 'torch-reference', tokens: [1, 2, 3, 4], logits: Float32Array.of(40, -30) };
+    const run = (margins: number[]) =>
+      decodeAgreement([
+        torch,
+        { name: 'cuda', tokens: [1, 2, 9, 9], logits: Float32Array.of(41, -30), margins },
+      ])[0]!;
+    expect(run([3, 2, 0.5, 4]).nearTie).toEqual({ margin: 0.5, of: 'cuda' });
+    expect(run([3, 2, 1.5, 4]).nearTie).toBeUndefined();
     expect(topMargin(Float32Array.of(1, 5, 3, 5))).toBe(0);
     expect(topMargin(Float32Array.of(1, 5, 3))).toBe(2);
   });

@@ -463,12 +463,15 @@ export interface DecodeAgreement {
   readonly firstDisagreement: number;
   readonly logitsMaxDiff?: number;
   /**
-   * Where the runs part at a near tie: the reference's top two logits there
-   * lie closer (`margin`) than the two runs' prompt logits differ
-   * (`logitsMaxDiff`, itself at most 5% of the logits' size), so either
-   * token is the model's; such a parting does not fail the run.
+   * Where the runs part at a near tie: the top two logits there lie closer
+   * (`margin`) than the two runs' prompt logits differ (`logitsMaxDiff`,
+   * itself at most 5% of the logits' size), so either token is the model's;
+   * such a parting does not fail the run. `of` names the run whose margin it
+   * is: the reference's where it has them, else the compared run's (PyTorch's
+   * reference records none). Before they part both saw the same tokens, so
+   * either run's margin there is of the same context.
    */
-  readonly nearTie?: { readonly margin: number };
+  readonly nearTie?: { readonly margin: number; readonly of: string };
   readonly gate: boolean;
 }
 
@@ -507,9 +510,10 @@ export function decodeAgreement(
         r.logits && reference.logits && !(r.name.startsWith('torch-') && reference.name.startsWith('torch-'))
           ? maxAbsDiff(r.logits, reference.logits)
           : undefined;
-      // A near tie: the reference's margin where they part is within the runs' difference, and that
+      // A near tie: the margin where they part is within the runs' difference, and that
       // difference is rounding's (at most 5% of the logits' size), not a fault's.
-      const margin = parts >= 0 ? reference.margins?.[parts] : undefined;
+      const marginOf = reference.margins ? reference : r;
+      const margin = parts >= 0 ? marginOf.margins?.[parts] : undefined;
       const nearTie =
         margin !== undefined &&
         logitsMaxDiff !== undefined &&
@@ -520,7 +524,7 @@ export function decodeAgreement(
         reference: reference.name,
         firstDisagreement: parts,
         ...(logitsMaxDiff === undefined ? {} : { logitsMaxDiff }),
-        ...(nearTie ? { nearTie: { margin } } : {}),
+        ...(nearTie ? { nearTie: { margin, of: marginOf.name } } : {}),
         gate: !(reference.name === TORCH_REFERENCE_RUN && r.name.startsWith('torch-')),
       };
     });
@@ -783,7 +787,7 @@ export function decodeSummary(report: DecodeReport): string {
       `${a.run} vs ${a.reference}: ${a.firstDisagreement < 0 ? 'same tokens' : `tokens part at ${a.firstDisagreement}`}` +
         (a.logitsMaxDiff === undefined ? '' : `, prompt logits max |Δ| ${fmt(a.logitsMaxDiff, 2)}`) +
         (a.nearTie
-          ? `, a near tie: ${a.reference}'s top two logits there ${fmt(a.nearTie.margin, 2)} apart, within the runs' difference`
+          ? `, a near tie: ${a.nearTie.of}'s top two logits there ${fmt(a.nearTie.margin, 2)} apart, within the runs' difference`
           : '') +
         (a.gate ? '' : ' (for information: PyTorch rounds activations to half)'),
     );
